@@ -1,0 +1,1 @@
+"""The tuning database: models, repository functions, cache keys."""

@@ -1,0 +1,1 @@
+"""Schedule spaces, search strategies, measurement and the tuner loop."""
