@@ -1,0 +1,49 @@
+"""The contract every operator module implements, so search, checking and the service treat them alike."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from compiler.device import DeviceSpec
+from compiler.ops.spec import OpSpec
+from compiler.source import KernelSource
+from compiler.space import Space
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and element type of one kernel argument, by its parameter name."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class Operator(Protocol):
+    """One operator (``matmul``, ``conv2d`` ...) and the templates that implement it.
+
+    ``inputs`` are host arrays in storage form (see ``compiler.numeric``), keyed by kernel parameter
+    name; ``outputs`` describe the buffers a kernel writes. ``reference`` returns float64 arrays keyed
+    like ``outputs``.
+    """
+
+    name: str
+    spec_model: type[OpSpec]
+
+    def space(self, spec: Any, device: DeviceSpec, level: int) -> Space[Any]: ...
+
+    def build(self, spec: Any, schedule: Hashable) -> KernelSource: ...
+
+    def inputs(self, spec: Any, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
+
+    def outputs(self, spec: Any) -> tuple[TensorSpec, ...]: ...
+
+    def reference(self, spec: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def flops(self, spec: Any) -> int: ...
+
+    def min_bytes(self, spec: Any) -> int: ...
