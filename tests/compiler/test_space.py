@@ -1,0 +1,59 @@
+from dataclasses import dataclass
+
+import pytest
+
+from compiler.space import Constraint, Param, Space
+
+
+@dataclass(frozen=True)
+class Tile:
+    rows: int
+    cols: int
+
+
+def tile_space() -> Space[Tile]:
+    return Space(
+        template="tile",
+        params=(Param("rows", (1, 2, 3, 8)), Param("cols", (16, 32, 64))),
+        make=lambda values: Tile(**values),
+        constraints=(
+            Constraint("threads <= 256", lambda t: t.rows * t.cols <= 256),
+            Constraint("rows divides cols", lambda t: t.cols % t.rows == 0),
+        ),
+    )
+
+
+def test_enumeration_counts_each_rejection_once_by_first_broken_constraint():
+    result = tile_space().enumerate()
+    assert {(t.rows, t.cols) for t in result.valid} == {
+        (r, c) for r in (1, 2, 8) for c in (16, 32, 64) if r * c <= 256
+    }
+    assert result.rejected == {"threads <= 256": 1, "rows divides cols": 3}
+    assert result.total == tile_space().size == 12
+
+
+def test_sample_is_seeded_distinct_and_valid():
+    space = tile_space()
+    first = space.sample(5, seed=3)
+    assert first == space.sample(5, seed=3)
+    assert len(set(first)) == 5
+    assert all(space.violation(s) is None for s in first)
+    assert space.sample(100) == space.candidates()
+
+
+def test_schedule_from_values_is_checked():
+    space = tile_space()
+    assert space.schedule({"rows": 2, "cols": 32}) == Tile(2, 32)
+    with pytest.raises(ValueError, match="rows=4 is not one of"):
+        space.schedule({"rows": 4, "cols": 32})
+    with pytest.raises(ValueError, match="missing \\['cols'\\]"):
+        space.schedule({"rows": 2})
+    with pytest.raises(ValueError, match="threads <= 256"):
+        space.schedule({"rows": 8, "cols": 64})
+
+
+def test_param_rejects_empty_and_repeated_choices():
+    with pytest.raises(ValueError, match="no choices"):
+        Param("x", ())
+    with pytest.raises(ValueError, match="repeated"):
+        Param("x", (1, 1))
