@@ -1,1 +1,114 @@
-"""The tuning database: models, repository functions, cache keys."""
+"""The tuning database: models, repository functions, cache keys.
+
+The public surface lives here; every repository function is keyword-only and takes ``session=``
+from :func:`session_scope`::
+
+    engine = create_engine_for(url)
+    upgrade(url)
+    with session_scope(engine) as session:
+        stored = save_kernel(session=session, workload=w, device=d, toolchain=t, result=r)
+        hit = lookup_kernel(session=session, workload=w, device=d, toolchain=t, nearest=True)
+"""
+
+from db.api_keys import authenticate_api_key, create_api_key, list_api_keys, revoke_api_key
+from db.cache import (
+    CacheStats,
+    EvictionReport,
+    ImportFormatError,
+    ImportReport,
+    KernelFilter,
+    cache_stats,
+    evict,
+    export_jsonl,
+    import_jsonl,
+    list_kernels,
+)
+from db.errors import (
+    ConflictError,
+    DatabaseError,
+    LeaseLostError,
+    NotFoundError,
+    SchemaVersionError,
+    UnavailableError,
+)
+from db.jobs import cancel_job, claim_job, finish_job, get_job, heartbeat, list_jobs, submit_job
+from db.migrate import current_revision, downgrade, head_revision, upgrade
+from db.records import (
+    ApiKeyRecord,
+    CachedKernel,
+    CacheHit,
+    DeviceInfo,
+    JobRecord,
+    KernelResult,
+    ToolchainInfo,
+    TrialRecord,
+    TrialResult,
+    WorkloadSpec,
+)
+from db.repository import (
+    count_trials,
+    ensure_device,
+    ensure_toolchain,
+    ensure_workload,
+    get_kernel,
+    list_trials,
+    lookup_kernel,
+    record_trial,
+    save_kernel,
+)
+from db.session import create_engine_for, session_scope
+
+__all__ = [
+    "ApiKeyRecord",
+    "CacheHit",
+    "CacheStats",
+    "CachedKernel",
+    "ConflictError",
+    "DatabaseError",
+    "DeviceInfo",
+    "EvictionReport",
+    "ImportFormatError",
+    "ImportReport",
+    "JobRecord",
+    "KernelFilter",
+    "KernelResult",
+    "LeaseLostError",
+    "NotFoundError",
+    "SchemaVersionError",
+    "ToolchainInfo",
+    "TrialRecord",
+    "TrialResult",
+    "UnavailableError",
+    "WorkloadSpec",
+    "authenticate_api_key",
+    "cache_stats",
+    "cancel_job",
+    "claim_job",
+    "count_trials",
+    "create_api_key",
+    "create_engine_for",
+    "current_revision",
+    "downgrade",
+    "ensure_device",
+    "ensure_toolchain",
+    "ensure_workload",
+    "evict",
+    "export_jsonl",
+    "finish_job",
+    "get_job",
+    "get_kernel",
+    "head_revision",
+    "heartbeat",
+    "import_jsonl",
+    "list_api_keys",
+    "list_jobs",
+    "list_kernels",
+    "list_trials",
+    "lookup_kernel",
+    "record_trial",
+    "revoke_api_key",
+    "save_kernel",
+    "session_scope",
+    "submit_job",
+    "upgrade",
+]

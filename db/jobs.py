@@ -1,0 +1,234 @@
+"""Keyword-only repository functions for tuning jobs: one active job per cache key, leased to workers.
+
+A worker claims a job with a lease (owner + expiry) and renews it with :func:`heartbeat`. A job whose
+lease ran out (its worker died) is claimable again, and the dead worker's later writes fail with
+:class:`~db.errors.LeaseLostError` because every write checks the owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Select, and_, or_, select, text, update
+from sqlalchemy.orm import Session
+
+from db.errors import ConflictError, LeaseLostError, NotFoundError
+from db.models import ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
+from db.records import DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
+from db.repository import (
+    device_info,
+    ensure_device,
+    ensure_toolchain,
+    ensure_workload,
+    toolchain_info,
+    upsert_statement,
+)
+
+FINAL_STATUSES = tuple(s for s in JOB_STATUSES if s not in ACTIVE_JOB_STATUSES)
+_ACTIVE_PREDICATE = text("status IN ('queued', 'running')")
+
+
+def _job_query() -> Select[Any]:
+    return (
+        select(Job, Workload, Device, Toolchain)
+        .join(Workload, Job.workload_id == Workload.id)
+        .join(Device, Job.device_id == Device.id)
+        .join(Toolchain, Job.toolchain_id == Toolchain.id)
+    )
+
+
+def _to_record(row: Any) -> JobRecord:
+    job, workload, device, toolchain = row
+    return JobRecord(
+        id=job.id,
+        workload=WorkloadSpec(op=workload.op, spec=workload.spec),
+        device=device_info(device),
+        toolchain=toolchain_info(toolchain),
+        status=job.status,
+        strategy=job.strategy,
+        budget=job.budget,
+        progress=job.progress,
+        lease_owner=job.lease_owner,
+        lease_expires_at=job.lease_expires_at,
+        attempts=job.attempts,
+        error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        updated_at=job.updated_at,
+    )
+
+
+def get_job(*, session: Session, job_id: int) -> JobRecord:
+    row = session.execute(
+        _job_query().where(Job.id == job_id).execution_options(populate_existing=True)
+    ).first()
+    if row is None:
+        raise NotFoundError(f"no tuning job with id {job_id}")
+    return _to_record(row)
+
+
+def submit_job(
+    *,
+    session: Session,
+    workload: WorkloadSpec,
+    device: DeviceInfo,
+    toolchain: ToolchainInfo,
+    strategy: str,
+    budget: Mapping[str, Any],
+) -> tuple[JobRecord, bool]:
+    """Queue a job for the key, or join the active one; returns ``(job, created)``."""
+    now = utcnow()
+    keys = {
+        "workload_id": ensure_workload(session=session, workload=workload),
+        "device_id": ensure_device(session=session, device=device),
+        "toolchain_id": ensure_toolchain(session=session, toolchain=toolchain),
+    }
+    stmt = upsert_statement(session, Job).values(
+        **keys,
+        status="queued",
+        strategy=strategy,
+        budget=dict(budget),
+        progress={},
+        attempts=0,
+        created_at=now,
+        updated_at=now,
+    )
+    inserted = session.execute(
+        stmt.on_conflict_do_nothing(index_elements=list(keys), index_where=_ACTIVE_PREDICATE).returning(
+            Job.id
+        )
+    ).first()
+    active = session.execute(
+        select(Job.id).where(
+            *(getattr(Job, k) == v for k, v in keys.items()), Job.status.in_(ACTIVE_JOB_STATUSES)
+        )
+    ).scalar_one()
+    return get_job(session=session, job_id=active), inserted is not None
+
+
+def list_jobs(*, session: Session, status: str | None = None, limit: int = 100) -> list[JobRecord]:
+    query = _job_query().order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+    if status is not None:
+        if status not in JOB_STATUSES:
+            raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")
+        query = query.where(Job.status == status)
+    return [_to_record(row) for row in session.execute(query)]
+
+
+def _claimable(now: datetime) -> Any:
+    return or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
+
+
+def claim_job(
+    *, session: Session, owner: str, lease_seconds: float, now: datetime | None = None, max_attempts: int = 5
+) -> JobRecord | None:
+    """Lease the oldest claimable job (queued, or running with an expired lease) to ``owner``.
+
+    The claiming ``UPDATE`` repeats the claimable condition, so when two workers pick the same job
+    only one update matches; the loser tries the next candidate.
+    """
+    now = now or utcnow()
+    for _ in range(max_attempts):
+        candidate = session.execute(
+            select(Job.id)
+            .where(_claimable(now))
+            .order_by(Job.created_at, Job.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        ).scalar_one_or_none()
+        if candidate is None:
+            return None
+        claimed = session.execute(
+            update(Job)
+            .where(Job.id == candidate, _claimable(now))
+            .values(
+                status="running",
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                attempts=Job.attempts + 1,
+                started_at=now,
+                updated_at=now,
+            )
+            .returning(Job.id)
+        ).first()
+        if claimed is not None:
+            return get_job(session=session, job_id=candidate)
+    return None
+
+
+def _owned_update(
+    session: Session, job_id: int, owner: str, now: datetime, values: dict[str, Any]
+) -> JobRecord:
+    done = session.execute(
+        update(Job)
+        .where(
+            Job.id == job_id, Job.status == "running", Job.lease_owner == owner, Job.lease_expires_at >= now
+        )
+        .values(updated_at=now, **values)
+        .returning(Job.id)
+    ).first()
+    if done is None:
+        current = get_job(session=session, job_id=job_id)  # NotFoundError for an unknown id
+        raise LeaseLostError(
+            f"job {job_id} is {current.status}, leased to {current.lease_owner!r} until "
+            f"{current.lease_expires_at}; {owner!r} does not hold it"
+        )
+    return get_job(session=session, job_id=job_id)
+
+
+def heartbeat(
+    *,
+    session: Session,
+    job_id: int,
+    owner: str,
+    lease_seconds: float,
+    progress: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> JobRecord:
+    """Extend ``owner``'s lease (and record progress); :class:`LeaseLostError` if it lost the job."""
+    now = now or utcnow()
+    values: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=lease_seconds)}
+    if progress is not None:
+        values["progress"] = dict(progress)
+    return _owned_update(session, job_id, owner, now, values)
+
+
+def finish_job(
+    *,
+    session: Session,
+    job_id: int,
+    owner: str,
+    status: str,
+    error: str | None = None,
+    now: datetime | None = None,
+) -> JobRecord:
+    """End ``owner``'s job as ``succeeded`` or ``failed``."""
+    if status not in ("succeeded", "failed"):
+        raise ValueError(f"a worker finishes a job as 'succeeded' or 'failed', not {status!r}")
+    now = now or utcnow()
+    values = {
+        "status": status,
+        "error": error,
+        "finished_at": now,
+        "lease_owner": None,
+        "lease_expires_at": None,
+    }
+    return _owned_update(session, job_id, owner, now, values)
+
+
+def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:
+    """Cancel an active job; a job that already ended raises :class:`ConflictError`."""
+    now = now or utcnow()
+    done = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(ACTIVE_JOB_STATUSES))
+        .values(status="cancelled", finished_at=now, updated_at=now, lease_owner=None, lease_expires_at=None)
+        .returning(Job.id)
+    ).first()
+    job = get_job(session=session, job_id=job_id)
+    if done is None:
+        raise ConflictError(f"job {job_id} already ended as {job.status}; nothing to cancel")
+    return job

@@ -1,0 +1,73 @@
+"""Schema migrations from code: the service runs :func:`upgrade` at start, ``warpmap db`` wraps these.
+
+The Alembic configuration is built here, not read from an ini file, so an installed package
+migrates without a repository checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+
+import migrations
+from db.errors import DatabaseError
+from db.session import create_engine_for
+
+#: Optuna keeps its own ``alembic_version`` table in the same database.
+VERSION_TABLE = "wm_alembic_version"
+MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+
+
+def alembic_config(url: str) -> Config:
+    """A configuration for ``url`` that leaves the application's logging alone."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["url"] = url
+    config.attributes["configure_logger"] = False
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    if head is None:
+        raise DatabaseError(f"no migrations found in {MIGRATIONS_DIR}")
+    return head
+
+
+def revisions() -> list[str]:
+    """All revisions, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def _run(action: str, url: str, revision: str) -> None:
+    try:
+        getattr(command, action)(alembic_config(url), revision)
+    except CommandError as exc:
+        raise DatabaseError(f"cannot {action} to {revision!r}: {exc}") from exc
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the schema at ``url`` up to ``revision`` (default: the newest)."""
+    _run("upgrade", url, revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Take the schema down to ``revision`` (``"-1"`` for one step, ``"base"`` for nothing)."""
+    _run("downgrade", url, revision)
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at; None for an empty database."""
+    engine = create_engine_for(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+            return context.get_current_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,199 @@
+"""Plain values that go in and out of the repository functions: no ORM object escapes a session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from compiler.source import KernelSource
+from db.keys import canonical_json, device_key, spec_hash, toolchain_key, workload_key
+from db.models import TRIAL_STATUSES
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """An operator and its spec (plain JSON data)."""
+
+    op: str
+    spec: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return workload_key(op=self.op, spec=self.spec)
+
+    @property
+    def spec_hash(self) -> str:
+        return spec_hash(self.spec)
+
+    def canonical(self) -> str:
+        return canonical_json(self.spec)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A device model under one driver; ``arch`` is a compute capability (``sm_90``) or host ISA."""
+
+    name: str
+    arch: str
+    driver: str
+    compute_units: int = 0
+    memory_bytes: int = 0
+    l2_bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        return device_key(name=self.name, arch=self.arch, driver=self.driver)
+
+
+@dataclass(frozen=True)
+class ToolchainInfo:
+    """The versions of everything that turns a schedule into a binary."""
+
+    warpmap: str
+    nvrtc: str
+    host_compiler: str
+
+    @property
+    def key(self) -> str:
+        return toolchain_key(warpmap=self.warpmap, nvrtc=self.nvrtc, host_compiler=self.host_compiler)
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """A measured kernel offered to the cache; stored only if it beats what is there."""
+
+    schedule: Mapping[str, Any]
+    source: str
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    params: tuple[Mapping[str, Any], ...]
+    latency_us: float
+    trials_used: int
+    binary: bytes | None = None
+    gflops: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.latency_us > 0:
+            raise ValueError(f"kernel {self.entry!r}: latency_us must be positive, got {self.latency_us!r}")
+        if self.trials_used < 0:
+            raise ValueError(f"kernel {self.entry!r}: trials_used must be >= 0, got {self.trials_used}")
+
+    @classmethod
+    def from_kernel_source(
+        cls,
+        kernel: KernelSource,
+        *,
+        schedule: Mapping[str, Any],
+        latency_us: float,
+        trials_used: int,
+        binary: bytes | None = None,
+        gflops: float | None = None,
+    ) -> KernelResult:
+        return cls(
+            schedule=schedule,
+            source=kernel.source,
+            entry=kernel.entry,
+            grid=kernel.grid,
+            block=kernel.block,
+            shared_bytes=kernel.shared_bytes,
+            params=tuple({"name": p.name, "dtype": p.dtype, "pointer": p.pointer} for p in kernel.params),
+            latency_us=latency_us,
+            trials_used=trials_used,
+            binary=binary,
+            gflops=gflops,
+        )
+
+    @property
+    def size_bytes(self) -> int:
+        documents = canonical_json({"schedule": self.schedule, "params": list(self.params)})
+        return len(self.source.encode()) + len(self.binary or b"") + len(documents.encode())
+
+
+@dataclass(frozen=True)
+class CachedKernel:
+    """A stored best kernel with the keys it is filed under."""
+
+    id: int
+    workload: WorkloadSpec
+    device: DeviceInfo
+    toolchain: ToolchainInfo
+    result: KernelResult
+    size_bytes: int
+    created_at: datetime
+    updated_at: datetime
+    last_hit_at: datetime | None
+    hits: int
+
+
+@dataclass(frozen=True)
+class CacheHit:
+    """A lookup answer; ``exact`` is False for a nearest match (same arch, other driver or toolchain)."""
+
+    kernel: CachedKernel
+    exact: bool
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One measured (or failed) candidate of a tuning job."""
+
+    number: int
+    params: Mapping[str, Any]
+    status: str
+    message: str = ""
+    latency_median_us: float | None = None
+    latency_p20_us: float | None = None
+    latency_p80_us: float | None = None
+    samples: int = 0
+    registers: int | None = None
+    shared_bytes: int | None = None
+    compile_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in TRIAL_STATUSES:
+            raise ValueError(
+                f"trial {self.number}: unknown status {self.status!r}; expected one of {TRIAL_STATUSES}"
+            )
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    id: int
+    job_id: int
+    result: TrialResult
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    workload: WorkloadSpec
+    device: DeviceInfo
+    toolchain: ToolchainInfo
+    status: str
+    strategy: str
+    budget: Mapping[str, Any]
+    progress: Mapping[str, Any]
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    id: int
+    name: str
+    prefix: str
+    scopes: tuple[str, ...] = field(default=())
+    created_at: datetime | None = None
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None

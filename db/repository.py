@@ -1,0 +1,282 @@
+"""Keyword-only repository functions for the cache: keys, best kernels and trials.
+
+Every function takes the open session as ``session=`` and leaves committing to
+:func:`db.session.session_scope`. Writes that may race (key rows, best kernels) are single
+``INSERT ... ON CONFLICT`` statements, so they stay correct under any number of concurrent writers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, case, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from db.errors import DatabaseError, NotFoundError
+from db.models import Device, Kernel, Toolchain, Trial, Workload, utcnow
+from db.records import (
+    CachedKernel,
+    CacheHit,
+    DeviceInfo,
+    KernelResult,
+    ToolchainInfo,
+    TrialRecord,
+    TrialResult,
+    WorkloadSpec,
+)
+
+
+def upsert_statement(session: Session, table: Any) -> Any:
+    """The dialect's ``INSERT`` construct that supports ``ON CONFLICT``."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise DatabaseError(f"unsupported database dialect {dialect!r}: use SQLite or PostgreSQL")
+
+
+def _ensure(session: Session, model: Any, key: str, values: dict[str, Any]) -> int:
+    """The id of the row with ``key``, inserting it first if needed (race-free)."""
+    stmt = upsert_statement(session, model).values(key=key, created_at=utcnow(), **values)
+    session.execute(stmt.on_conflict_do_nothing(index_elements=[model.key]))
+    return session.execute(select(model.id).where(model.key == key)).scalar_one()
+
+
+def ensure_workload(*, session: Session, workload: WorkloadSpec) -> int:
+    return _ensure(
+        session,
+        Workload,
+        workload.key,
+        {"op": workload.op, "spec": dict(workload.spec), "spec_hash": workload.spec_hash},
+    )
+
+
+def ensure_device(*, session: Session, device: DeviceInfo) -> int:
+    values = {
+        "name": device.name,
+        "arch": device.arch,
+        "driver": device.driver,
+        "compute_units": device.compute_units,
+        "memory_bytes": device.memory_bytes,
+        "l2_bytes": device.l2_bytes,
+    }
+    return _ensure(session, Device, device.key, values)
+
+
+def ensure_toolchain(*, session: Session, toolchain: ToolchainInfo) -> int:
+    values = {
+        "warpmap_version": toolchain.warpmap,
+        "nvrtc_version": toolchain.nvrtc,
+        "host_compiler": toolchain.host_compiler,
+    }
+    return _ensure(session, Toolchain, toolchain.key, values)
+
+
+def save_kernel(
+    *,
+    session: Session,
+    workload: WorkloadSpec,
+    device: DeviceInfo,
+    toolchain: ToolchainInfo,
+    result: KernelResult,
+    now: datetime | None = None,
+) -> bool:
+    """Offer ``result`` as the best kernel for its key; True if it is now the stored one.
+
+    One statement decides: ``INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE excluded.latency_us <
+    wm_kernels.latency_us``. The database evaluates the condition on the row as it is when the write
+    lands, so of any number of concurrent writers the fastest always ends up stored, and a slower
+    (or equally fast) result never replaces a faster one.
+    """
+    stamp = now or utcnow()
+    values = {
+        "workload_id": ensure_workload(session=session, workload=workload),
+        "device_id": ensure_device(session=session, device=device),
+        "toolchain_id": ensure_toolchain(session=session, toolchain=toolchain),
+        "schedule": dict(result.schedule),
+        "source": result.source,
+        "binary": result.binary,
+        "entry": result.entry,
+        "grid": list(result.grid),
+        "block": list(result.block),
+        "shared_bytes": result.shared_bytes,
+        "params": [dict(p) for p in result.params],
+        "latency_us": result.latency_us,
+        "gflops": result.gflops,
+        "trials_used": result.trials_used,
+        "size_bytes": result.size_bytes,
+        "created_at": stamp,
+        "updated_at": stamp,
+        "hits": 0,
+    }
+    stmt = upsert_statement(session, Kernel).values(**values)
+    replaced = {name: stmt.excluded[name] for name in values if name not in ("created_at", "hits")}
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[Kernel.workload_id, Kernel.device_id, Kernel.toolchain_id],
+        set_=replaced,
+        where=stmt.excluded.latency_us < Kernel.latency_us,
+    ).returning(Kernel.id)
+    return session.execute(stmt).first() is not None
+
+
+def kernel_query() -> Select[Any]:
+    return (
+        select(Kernel, Workload, Device, Toolchain)
+        .join(Workload, Kernel.workload_id == Workload.id)
+        .join(Device, Kernel.device_id == Device.id)
+        .join(Toolchain, Kernel.toolchain_id == Toolchain.id)
+    )
+
+
+def device_info(row: Device) -> DeviceInfo:
+    return DeviceInfo(
+        name=row.name,
+        arch=row.arch,
+        driver=row.driver,
+        compute_units=row.compute_units,
+        memory_bytes=row.memory_bytes,
+        l2_bytes=row.l2_bytes,
+    )
+
+
+def toolchain_info(row: Toolchain) -> ToolchainInfo:
+    return ToolchainInfo(
+        warpmap=row.warpmap_version, nvrtc=row.nvrtc_version, host_compiler=row.host_compiler
+    )
+
+
+def to_cached_kernel(row: Any) -> CachedKernel:
+    kernel, workload, device, toolchain = row
+    result = KernelResult(
+        schedule=kernel.schedule,
+        source=kernel.source,
+        entry=kernel.entry,
+        grid=tuple(kernel.grid),
+        block=tuple(kernel.block),
+        shared_bytes=kernel.shared_bytes,
+        params=tuple(kernel.params),
+        latency_us=kernel.latency_us,
+        trials_used=kernel.trials_used,
+        binary=kernel.binary,
+        gflops=kernel.gflops,
+    )
+    return CachedKernel(
+        id=kernel.id,
+        workload=WorkloadSpec(op=workload.op, spec=workload.spec),
+        device=device_info(device),
+        toolchain=toolchain_info(toolchain),
+        result=result,
+        size_bytes=kernel.size_bytes,
+        created_at=kernel.created_at,
+        updated_at=kernel.updated_at,
+        last_hit_at=kernel.last_hit_at,
+        hits=kernel.hits,
+    )
+
+
+def lookup_kernel(
+    *,
+    session: Session,
+    workload: WorkloadSpec,
+    device: DeviceInfo,
+    toolchain: ToolchainInfo,
+    nearest: bool = False,
+    record_hit: bool = True,
+) -> CacheHit | None:
+    """The best kernel for the exact key, or None.
+
+    With ``nearest=True`` and no exact entry, the answer may come from another device of the same
+    ``arch`` or another toolchain (same device name first, then same toolchain, then the most recent),
+    and is returned with ``exact=False``.
+    """
+    exact_query = kernel_query().where(
+        Workload.key == workload.key, Device.key == device.key, Toolchain.key == toolchain.key
+    )
+    row = session.execute(exact_query).first()
+    exact = row is not None
+    if row is None and nearest:
+        near_query = (
+            kernel_query()
+            .where(Workload.key == workload.key, Device.arch == device.arch)
+            .order_by(
+                case((Device.name == device.name, 0), else_=1),
+                case((Toolchain.key == toolchain.key, 0), else_=1),
+                Kernel.updated_at.desc(),
+                Kernel.id,
+            )
+            .limit(1)
+        )
+        row = session.execute(near_query).first()
+    if row is None:
+        return None
+    if record_hit:
+        kernel_id = row[0].id
+        session.execute(
+            update(Kernel).where(Kernel.id == kernel_id).values(hits=Kernel.hits + 1, last_hit_at=utcnow())
+        )
+    return CacheHit(kernel=to_cached_kernel(row), exact=exact)
+
+
+def get_kernel(*, session: Session, kernel_id: int) -> CachedKernel:
+    row = session.execute(kernel_query().where(Kernel.id == kernel_id)).first()
+    if row is None:
+        raise NotFoundError(f"no cached kernel with id {kernel_id}")
+    return to_cached_kernel(row)
+
+
+def record_trial(*, session: Session, job_id: int, trial: TrialResult) -> int:
+    row = Trial(
+        job_id=job_id,
+        number=trial.number,
+        params=dict(trial.params),
+        status=trial.status,
+        message=trial.message,
+        latency_median_us=trial.latency_median_us,
+        latency_p20_us=trial.latency_p20_us,
+        latency_p80_us=trial.latency_p80_us,
+        samples=trial.samples,
+        registers=trial.registers,
+        shared_bytes=trial.shared_bytes,
+        compile_ms=trial.compile_ms,
+        created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def list_trials(*, session: Session, job_id: int) -> list[TrialRecord]:
+    rows = session.execute(
+        select(Trial).where(Trial.job_id == job_id).order_by(Trial.number, Trial.id)
+    ).scalars()
+    return [
+        TrialRecord(
+            id=row.id,
+            job_id=row.job_id,
+            created_at=row.created_at,
+            result=TrialResult(
+                number=row.number,
+                params=row.params,
+                status=row.status,
+                message=row.message,
+                latency_median_us=row.latency_median_us,
+                latency_p20_us=row.latency_p20_us,
+                latency_p80_us=row.latency_p80_us,
+                samples=row.samples,
+                registers=row.registers,
+                shared_bytes=row.shared_bytes,
+                compile_ms=row.compile_ms,
+            ),
+        )
+        for row in rows
+    ]
+
+
+def count_trials(*, session: Session, job_id: int | None = None) -> int:
+    query = select(func.count(Trial.id))
+    if job_id is not None:
+        query = query.where(Trial.job_id == job_id)
+    return session.execute(query).scalar_one()
