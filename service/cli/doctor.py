@@ -1,0 +1,95 @@
+"""``warpmap doctor``: what this machine offers warpmap, as a table or as JSON.
+
+Exits 0 whenever NVRTC works, GPU or not (no GPU is a normal state: the ``cpu`` and ``emu`` targets
+need none); exits 1 when NVRTC itself is unusable, since nothing can be built then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from compiler.toolchain import ToolchainReport, detect_toolchain
+
+Row = tuple[str, str, str]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check the toolchain: NVRTC, CUDA headers, host compiler, GPUs"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = detect_toolchain()
+    print(json.dumps(report_json(report), indent=2) if args.json else format_table(report_rows(report)))
+    return exit_status(report)
+
+
+def exit_status(report: ToolchainReport) -> int:
+    return 0 if report.nvrtc.usable else 1
+
+
+def report_rows(report: ToolchainReport) -> list[Row]:
+    """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``."""
+    nvrtc, headers, host, gpu = report.nvrtc, report.headers, report.host_compiler, report.gpu
+    rows: list[Row] = [("warpmap", "ok", f"{report.warpmap_version} (Python {report.python})")]
+    if nvrtc.usable:
+        rows.append(
+            ("NVRTC", "ok", f"{nvrtc.version}, smoke compile to sm_80 in {nvrtc.smoke_compile_ms:.0f} ms")
+        )
+    else:
+        rows.append(("NVRTC", "FAIL", nvrtc.error or "unusable"))
+    rows.append(("NVRTC archs", "ok" if nvrtc.archs else "FAIL", " ".join(nvrtc.archs) or "none reported"))
+    if headers.path is None:
+        rows.append(("CUDA headers", "missing", headers.reason or "not found"))
+    else:
+        state = "ok" if headers.reason is None else "missing"
+        rows.append(
+            ("CUDA headers", state, str(headers.path) + (f" ({headers.reason})" if headers.reason else ""))
+        )
+    if host.path is None:
+        rows.append(("host C++", "missing", host.openmp_detail))
+    else:
+        rows.append(("host C++", "ok", f"{host.path}: {host.version or 'version unknown'}"))
+    rows.append(("OpenMP", "ok" if host.openmp else "missing", host.openmp_detail))
+    if not gpu.found:
+        rows.append(("GPU", "none", gpu.reason or "no device"))
+    for device in gpu.devices:
+        memory = device.memory_bytes / 2**30
+        detail = f"{device.name}, {device.arch}, {memory:.1f} GiB, driver {gpu.driver_version}"
+        rows.append((f"GPU {device.index}", "ok", detail))
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    """Rows as an aligned plain-text table with a header."""
+    header: Row = ("component", "state", "detail")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(2)]
+    lines = [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}" for row in [header, *rows]]
+    lines.insert(1, f"{'-' * widths[0]}  {'-' * widths[1]}  {'-' * 6}")
+    return "\n".join(lines)
+
+
+def report_json(report: ToolchainReport) -> dict[str, Any]:
+    """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found``."""
+    data = _plain(dataclasses.asdict(report))
+    data["gpu"]["found"] = report.gpu.found
+    for device, value in zip(data["gpu"]["devices"], report.gpu.devices, strict=True):
+        device["arch"] = value.arch
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

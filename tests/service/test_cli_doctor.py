@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.toolchain import (
+    GpuDevice,
+    GpuInfo,
+    HeadersInfo,
+    HostCompilerInfo,
+    NvrtcInfo,
+    ToolchainReport,
+)
+from service.cli import doctor
+
+NVRTC = NvrtcInfo(True, "13.5", ("sm_80", "sm_90"), 41.6)
+HEADERS = HeadersInfo(Path("/opt/cuda/include"))
+HOST = HostCompilerInfo(
+    Path("/usr/bin/c++"), "c++ (Debian 12.2.0) 12.2.0", True, "-fopenmp works (16 threads)"
+)
+NO_GPU = GpuInfo((), None, "no NVIDIA driver library (libcuda) on this machine: not found")
+TWO_GPUS = GpuInfo(
+    (GpuDevice(0, "NVIDIA H200", (9, 0), 150_000_000_000), GpuDevice(1, "NVIDIA L4", (8, 9), 24 << 30)),
+    "13.0",
+)
+
+
+def report(**changes: object) -> ToolchainReport:
+    fields: dict[str, object] = {
+        "warpmap_version": "0.1.0",
+        "python": "3.11.7",
+        "nvrtc": NVRTC,
+        "headers": HEADERS,
+        "host_compiler": HOST,
+        "gpu": NO_GPU,
+    }
+    fields.update(changes)
+    return ToolchainReport(**fields)  # type: ignore[arg-type]
+
+
+def test_table_without_gpu() -> None:
+    table = doctor.format_table(doctor.report_rows(report()))
+    assert table.splitlines() == [
+        "component     state  detail",
+        "------------  -----  ------",
+        "warpmap       ok     0.1.0 (Python 3.11.7)",
+        "NVRTC         ok     13.5, smoke compile to sm_80 in 42 ms",
+        "NVRTC archs   ok     sm_80 sm_90",
+        "CUDA headers  ok     /opt/cuda/include",
+        "host C++      ok     /usr/bin/c++: c++ (Debian 12.2.0) 12.2.0",
+        "OpenMP        ok     -fopenmp works (16 threads)",
+        "GPU           none   no NVIDIA driver library (libcuda) on this machine: not found",
+    ]
+
+
+def test_rows_with_gpus() -> None:
+    rows = doctor.report_rows(report(gpu=TWO_GPUS))
+    assert rows[-2:] == [
+        ("GPU 0", "ok", "NVIDIA H200, sm_90, 139.7 GiB, driver 13.0"),
+        ("GPU 1", "ok", "NVIDIA L4, sm_89, 24.0 GiB, driver 13.0"),
+    ]
+    assert not any(row[0] == "GPU" for row in rows)
+
+
+def test_rows_for_missing_pieces() -> None:
+    broken = report(
+        nvrtc=NvrtcInfo(False, None, (), None, "DynamicLibNotFoundError: nvrtc not found"),
+        headers=HeadersInfo(None, "not found: install the CUDA header wheels"),
+        host_compiler=HostCompilerInfo(None, None, False, "no host C++ compiler on PATH (tried c++)"),
+    )
+    rows = {name: (state, detail) for name, state, detail in doctor.report_rows(broken)}
+    assert rows["NVRTC"] == ("FAIL", "DynamicLibNotFoundError: nvrtc not found")
+    assert rows["NVRTC archs"] == ("FAIL", "none reported")
+    assert rows["CUDA headers"] == ("missing", "not found: install the CUDA header wheels")
+    assert rows["host C++"] == ("missing", "no host C++ compiler on PATH (tried c++)")
+    assert rows["OpenMP"][0] == "missing"
+    assert doctor.exit_status(broken) == 1
+    assert doctor.exit_status(report()) == 0  # no GPU is a normal state
+
+
+def test_json_shape() -> None:
+    data = doctor.report_json(report(gpu=TWO_GPUS))
+    assert json.loads(json.dumps(data)) == data
+    assert data["gpu"]["found"] is True
+    assert data["gpu"]["devices"][0] == {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "compute_capability": [9, 0],
+        "memory_bytes": 150_000_000_000,
+        "arch": "sm_90",
+    }
+    assert data["headers"] == {"path": "/opt/cuda/include", "reason": None}
+    assert data["nvrtc"]["archs"] == ["sm_80", "sm_90"]
+    assert doctor.report_json(report())["gpu"] == {
+        "devices": [],
+        "driver_version": None,
+        "reason": NO_GPU.reason,
+        "found": False,
+    }
+
+
+def run_doctor(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="warpmap")
+    doctor.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_doctor_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_doctor(["doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["component", "state", "detail"]
+    names = [line[:14].strip() for line in lines[2:]]
+    assert names[:6] == ["warpmap", "NVRTC", "NVRTC archs", "CUDA headers", "host C++", "OpenMP"]
+    gpu_lines = [line for line in lines if line.startswith("GPU")]
+    assert gpu_lines
+    # Either devices, or one line giving the reason there are none.
+    assert all(" ok " in line for line in gpu_lines) or (len(gpu_lines) == 1 and " none " in gpu_lines[0])
+
+
+def test_doctor_json_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_doctor(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["nvrtc"]["usable"] is True
+    assert "sm_90" in data["nvrtc"]["archs"]
+    assert data["gpu"]["found"] == bool(data["gpu"]["devices"])
+    assert data["gpu"]["found"] or data["gpu"]["reason"]
+
+
+SCRIPT = Path(sys.executable).with_name("warpmap")
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="the warpmap console script is not installed")
+def test_console_script() -> None:
+    completed = subprocess.run([SCRIPT, "doctor", "--json"], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["nvrtc"]["usable"] is True
