@@ -24,6 +24,17 @@ def _when() -> sa.DateTime:
     return sa.DateTime()
 
 
+def _key_columns() -> list[sa.Column]:
+    """The cache key columns shared by jobs and kernels (fresh objects: a column joins one table)."""
+    tables = (("workload", "wm_workloads"), ("device", "wm_devices"), ("toolchain", "wm_toolchains"))
+    return [
+        sa.Column(
+            f"{name}_id", sa.Integer(), sa.ForeignKey(f"{table}.id", ondelete="CASCADE"), nullable=False
+        )
+        for name, table in tables
+    ]
+
+
 def upgrade() -> None:
     op.create_table(
         "wm_devices",
@@ -60,24 +71,10 @@ def upgrade() -> None:
         sa.UniqueConstraint("key", name="uq_wm_workloads_key"),
     )
     op.create_index("ix_wm_workloads_op", "wm_workloads", ["op"])
-    key_columns = (
-        sa.Column(
-            "workload_id", sa.Integer(), sa.ForeignKey("wm_workloads.id", ondelete="CASCADE"), nullable=False
-        ),
-        sa.Column(
-            "device_id", sa.Integer(), sa.ForeignKey("wm_devices.id", ondelete="CASCADE"), nullable=False
-        ),
-        sa.Column(
-            "toolchain_id",
-            sa.Integer(),
-            sa.ForeignKey("wm_toolchains.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
-    )
     op.create_table(
         "wm_jobs",
         sa.Column("id", sa.Integer(), primary_key=True),
-        *(column.copy() for column in key_columns),
+        *_key_columns(),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("strategy", sa.String(64), nullable=False),
         sa.Column("budget", sa.JSON(), nullable=False),
@@ -124,7 +121,7 @@ def upgrade() -> None:
     op.create_table(
         "wm_kernels",
         sa.Column("id", sa.Integer(), primary_key=True),
-        *(column.copy() for column in key_columns),
+        *_key_columns(),
         sa.Column("schedule", sa.JSON(), nullable=False),
         sa.Column("source", sa.Text(), nullable=False),
         sa.Column("binary", sa.LargeBinary(), nullable=True),

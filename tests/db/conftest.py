@@ -1,0 +1,248 @@
+"""Database fixtures: every storage test runs on SQLite and on a real PostgreSQL server.
+
+The PostgreSQL server is started by the test session itself (initdb into a temporary folder, a free
+loopback port) and stopped at the end, also when tests fail. Under pytest-xdist each worker process
+starts its own server on its own port. Each test gets a fresh database copied from a migrated
+template, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import Engine
+
+from db.migrate import upgrade
+from db.records import DeviceInfo, KernelResult, ToolchainInfo, WorkloadSpec
+from db.session import create_engine_for
+
+SERVER_OPTIONS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
+
+
+def find_bin_dir() -> Path | None:
+    """The folder holding ``initdb`` and ``pg_ctl``: on PATH, or a Debian-style versioned folder."""
+    on_path = shutil.which("initdb")
+    if on_path and shutil.which("pg_ctl"):
+        return Path(on_path).parent
+    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
+            return Path(folder)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class PostgresServer:
+    bin_dir: Path
+    root: Path
+    port: int = 0
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "server.log"
+
+    def _as_owner(self, *args: str) -> list[str]:
+        # PostgreSQL refuses to run as root: hand the work to the postgres account.
+        if os.geteuid() == 0:
+            return ["runuser", "-u", "postgres", "--", *args]
+        return list(args)
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run(self._as_owner(*args), capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            log = self.log_file.read_text() if self.log_file.exists() else ""
+            raise RuntimeError(
+                f"{' '.join(args)} failed ({done.returncode}): {done.stderr or done.stdout}\n{log}"
+            )
+
+    def start(self) -> None:
+        self._run(
+            str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+            "--no-sync", "-E", "UTF8", "--no-locale",
+        )  # fmt: skip
+        last_error: Exception | None = None
+        for _ in range(5):  # another process may take the port between probe and bind
+            self.port = _free_port()
+            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} {SERVER_OPTIONS}"
+            try:
+                self._run(
+                    str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
+                    "-o", options, "-w", "-t", "60", "start",
+                )  # fmt: skip
+                return
+            except RuntimeError as exc:
+                last_error = exc
+        raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+
+    def stop(self) -> None:
+        if (self.data_dir / "postmaster.pid").exists():
+            self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, *, template: str | None = None) -> str:
+        """A new database (a copy of ``template`` if given); returns its name."""
+        name = f"wm_{uuid.uuid4().hex[:12]}"
+        clause = f" TEMPLATE {template}" if template else ""
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
+        ) as c:
+            c.execute(f"CREATE DATABASE {name}{clause}")
+        return name
+
+
+def start_server(bin_dir: Path) -> PostgresServer:
+    """Start a server in a new folder under the system temp dir, owned by the account that runs it.
+
+    Not under pytest's ``tmp_path``: that tree is private to root, and the postgres account must be
+    able to reach its data folder and socket.
+    """
+    root = Path(tempfile.mkdtemp(prefix="warpmap-pg-"))
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(root, account.pw_uid, account.pw_gid)
+    server = PostgresServer(bin_dir=bin_dir, root=root)
+    try:
+        server.start()
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return server
+
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin")
+    server = start_server(bin_dir)
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            shutil.rmtree(server.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: PostgresServer) -> str:
+    """A database migrated to head once per session; tests get copies of it."""
+    name = postgres_server.create_database()
+    upgrade(postgres_server.url(name))
+    return name
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database with no tables."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.url(server.create_database())
+
+
+@pytest.fixture
+def url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database migrated to head."""
+    if backend == "sqlite":
+        path = tmp_path / "warpmap.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.url(server.create_database(template=request.getfixturevalue("postgres_template")))
+
+
+@pytest.fixture
+def engine(url: str) -> Iterator[Engine]:
+    engine = create_engine_for(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def workload() -> WorkloadSpec:
+    return WorkloadSpec(op="matmul", spec={"m": 256, "n": 512, "k": 128, "dtype": "float16"})
+
+
+@pytest.fixture
+def device() -> DeviceInfo:
+    return DeviceInfo(
+        name="NVIDIA H100 80GB HBM3",
+        arch="sm_90",
+        driver="580.65.06",
+        compute_units=132,
+        memory_bytes=80 * 2**30,
+        l2_bytes=50 * 2**20,
+    )
+
+
+@pytest.fixture
+def toolchain() -> ToolchainInfo:
+    return ToolchainInfo(warpmap="0.1.0", nvrtc="13.5", host_compiler="g++ 12.2.0")
+
+
+def kernel_result(
+    latency_us: float, *, tag: str = "k", binary: bytes | None = b"\x7fELF\x00\x01"
+) -> KernelResult:
+    """A kernel whose schedule and source name its latency, so tests can tell stored kernels apart."""
+    return KernelResult(
+        schedule={"block_m": 64, "tag": tag, "latency": latency_us},
+        source=f'extern "C" __global__ void {tag}(float* a) {{ /* {latency_us} */ }}',
+        entry=tag,
+        grid=(8, 4, 1),
+        block=(128, 1, 1),
+        shared_bytes=4096,
+        params=({"name": "a", "dtype": "float32", "pointer": True},),
+        latency_us=latency_us,
+        trials_used=7,
+        binary=binary,
+        gflops=2.5,
+    )
+
+
+@pytest.fixture
+def make_result() -> Callable[..., KernelResult]:
+    return kernel_result
