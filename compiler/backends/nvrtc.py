@@ -8,11 +8,13 @@ A compile error is a value: ``BuildResult.ok`` is False and ``error`` carries NV
 error's line and that line of source. Only a broken NVRTC (a failed program creation, a getter
 failing) raises ``RuntimeError``.
 
-Cost, measured on a 2-core Xeon without a GPU (NVRTC 13.5, ``bench/compile_throughput.py`` and
-``python -X importtime``): importing ``cuda.bindings.nvrtc`` takes ~65–100 ms, and the first compile
-in a process ~20 ms more than later ones, so a process pays ~100 ms once before its first CUBIN. A
-header-free SIMT kernel then takes ~30 ms to CUBIN, one including ``cuda_fp16.h`` ~40 ms, a big
-unrolled kernel several hundred ms (almost all of it in ptxas). A cache hit costs well under 1 ms.
+Cost, measured on a 2-core AMD EPYC without a GPU (NVRTC 13.5; ``bench/compile_throughput.py``,
+medians over fresh interpreters): importing this module (``cuda.bindings`` and ``cuda.pathfinder``)
+takes ~80 ms and the first build in a process ~15 ms more than later ones, so a fresh process pays
+~100 ms before its first CUBIN on top of the build itself. That is why compile workers should be
+long-lived. A one-line kernel then takes ~30 ms to CUBIN, one including ``cuda_fp16.h`` ~40 ms, a
+SIMT tiled matmul with unrolled register tiles 90–200 ms (a quarter of it in ptxas, by its own
+report). A cache hit: ~0.3 ms.
 
 Builds are cached (when given a :class:`~compiler.diskcache.DiskCache`) under a key naming everything
 that changes the output: source, entry, arch, output kind, options, NVRTC version, and the bytes of
