@@ -183,14 +183,24 @@ def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> s
 
 
 @pytest.fixture
-def url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def new_database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Makes fresh databases migrated to head, each a copy of the session's template."""
+
+    def make() -> str:
+        if backend == "sqlite":
+            path = tmp_path / f"warpmap-{uuid.uuid4().hex[:8]}.db"
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+            return f"sqlite:///{path}"
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        return server.url(server.create_database(template=request.getfixturevalue("postgres_template")))
+
+    return make
+
+
+@pytest.fixture
+def url(new_database: Callable[[], str]) -> str:
     """A fresh database migrated to head."""
-    if backend == "sqlite":
-        path = tmp_path / "warpmap.db"
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        return f"sqlite:///{path}"
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.url(server.create_database(template=request.getfixturevalue("postgres_template")))
+    return new_database()
 
 
 @pytest.fixture

@@ -1,0 +1,167 @@
+"""The job queue on both databases: one active job per key, leases, heartbeats, trials."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from db import (
+    ConflictError,
+    LeaseLostError,
+    NotFoundError,
+    TrialResult,
+    cancel_job,
+    claim_job,
+    count_trials,
+    finish_job,
+    get_job,
+    heartbeat,
+    list_jobs,
+    list_trials,
+    record_trial,
+    session_scope,
+    submit_job,
+)
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def job_id(engine: Engine, workload, device, toolchain) -> int:
+    with session_scope(engine) as session:
+        job, created = submit_job(
+            session=session,
+            workload=workload,
+            device=device,
+            toolchain=toolchain,
+            strategy="tpe",
+            budget={"trials": 8},
+        )
+    assert created and job.status == "queued"
+    return job.id
+
+
+def test_duplicate_submission_joins_the_active_job(
+    engine: Engine, job_id: int, workload, device, toolchain
+) -> None:
+    with session_scope(engine) as session:
+        again, created = submit_job(
+            session=session,
+            workload=workload,
+            device=device,
+            toolchain=toolchain,
+            strategy="random",
+            budget={},
+        )
+        other, other_created = submit_job(
+            session=session,
+            workload=workload,
+            device=replace(device, driver="1"),
+            toolchain=toolchain,
+            strategy="tpe",
+            budget={},
+        )
+    assert (again.id, created, again.strategy, again.budget) == (job_id, False, "tpe", {"trials": 8})
+    assert other_created and other.id != job_id
+
+
+def test_a_finished_key_can_be_tuned_again(engine: Engine, job_id: int, workload, device, toolchain) -> None:
+    with session_scope(engine) as session:
+        cancel_job(session=session, job_id=job_id)
+        again, created = submit_job(
+            session=session, workload=workload, device=device, toolchain=toolchain, strategy="tpe", budget={}
+        )
+    assert created and again.id != job_id
+
+
+def test_claim_heartbeat_finish(engine: Engine, job_id: int) -> None:
+    with session_scope(engine) as session:
+        job = claim_job(session=session, owner="worker-1", lease_seconds=60, now=T0)
+        assert job is not None and job.id == job_id
+        assert (job.status, job.lease_owner, job.attempts) == ("running", "worker-1", 1)
+        assert job.lease_expires_at == T0 + timedelta(seconds=60)
+        assert claim_job(session=session, owner="worker-2", lease_seconds=60, now=T0) is None
+        beat = heartbeat(
+            session=session, job_id=job_id, owner="worker-1", lease_seconds=60, progress={"done": 3}, now=T0
+        )
+        assert beat.progress == {"done": 3}
+        done = finish_job(session=session, job_id=job_id, owner="worker-1", status="succeeded", now=T0)
+    assert (done.status, done.lease_owner, done.finished_at) == ("succeeded", None, T0)
+    with session_scope(engine) as session:
+        assert [j.id for j in list_jobs(session=session, status="succeeded")] == [job_id]
+
+
+def test_expired_lease_is_reclaimed_and_old_owner_is_locked_out(engine: Engine, job_id: int) -> None:
+    with session_scope(engine) as session:
+        claim_job(session=session, owner="dead", lease_seconds=10, now=T0)
+        assert claim_job(session=session, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=5)) is None
+        taken = claim_job(session=session, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=11))
+        assert taken is not None and (taken.lease_owner, taken.attempts) == ("w2", 2)
+        with pytest.raises(LeaseLostError, match="'dead' does not hold it"):
+            heartbeat(
+                session=session, job_id=job_id, owner="dead", lease_seconds=10, now=T0 + timedelta(seconds=12)
+            )
+        with pytest.raises(LeaseLostError):
+            finish_job(
+                session=session, job_id=job_id, owner="dead", status="failed", now=T0 + timedelta(seconds=12)
+            )
+        # A lease that lapsed is lost even before anyone else claims it.
+        with pytest.raises(LeaseLostError):
+            heartbeat(
+                session=session, job_id=job_id, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=60)
+            )
+
+
+def test_cancel_ends_a_job_once(engine: Engine, job_id: int) -> None:
+    with session_scope(engine) as session:
+        assert cancel_job(session=session, job_id=job_id).status == "cancelled"
+        with pytest.raises(ConflictError, match="already ended as cancelled"):
+            cancel_job(session=session, job_id=job_id)
+        assert claim_job(session=session, owner="w", lease_seconds=5) is None
+
+
+def test_unknown_job_and_bad_status(engine: Engine, job_id: int) -> None:
+    with session_scope(engine) as session:
+        with pytest.raises(NotFoundError, match="12345"):
+            get_job(session=session, job_id=12345)
+        with pytest.raises(NotFoundError, match="12345"):
+            heartbeat(session=session, job_id=12345, owner="w", lease_seconds=1)
+        with pytest.raises(ValueError, match="'paused'"):
+            list_jobs(session=session, status="paused")
+        with pytest.raises(ValueError, match="'cancelled'"):
+            finish_job(session=session, job_id=job_id, owner="w", status="cancelled")
+
+
+def test_trials_are_stored_in_order_with_all_fields(engine: Engine, job_id: int) -> None:
+    trials = [
+        TrialResult(
+            number=1,
+            params={"block": [16, 8]},
+            status="ok",
+            latency_median_us=12.5,
+            latency_p20_us=12.0,
+            latency_p80_us=13.1,
+            samples=50,
+            registers=64,
+            shared_bytes=8192,
+            compile_ms=110.0,
+        ),
+        TrialResult(
+            number=0, params={"block": [32, 4]}, status="compile_error", message="ptxas: too many resources"
+        ),
+    ]
+    with session_scope(engine) as session:
+        for trial in trials:
+            record_trial(session=session, job_id=job_id, trial=trial)
+    with session_scope(engine) as session:
+        stored = list_trials(session=session, job_id=job_id)
+        assert count_trials(session=session, job_id=job_id) == 2
+    assert [t.result for t in stored] == [trials[1], trials[0]]
+
+
+def test_unknown_trial_status_is_rejected() -> None:
+    with pytest.raises(ValueError, match="'great'"):
+        TrialResult(number=0, params={}, status="great")
