@@ -111,17 +111,18 @@ def example_candidates(count: int) -> list[KernelSource]:
     sizes = itertools.islice(
         ((64 * i, 64 * j, 32 * k) for i, j, k in itertools.product(range(16, 32), repeat=3)), count
     )
-    return [module.kernel_source(m, n, k) for m, n, k in sizes]
+    return [module.efficient_matmul_source(m, n, k) for m, n, k in sizes]
 
 
 def load_candidates(source: str, count: int) -> tuple[str, list[KernelSource]]:
     if source in ("auto", "example"):
         try:
             return "examples/efficient_matmul.py", example_candidates(count)
-        except (ImportError, AttributeError, OSError, TypeError) as exc:
+        except Exception as exc:  # any failure of the example: fall back (auto) or stop (example)
             if source == "example":
-                raise SystemExit(f"cannot use the example: {exc}") from exc
-    return "SIMT tiled-matmul template", template_candidates(count)
+                raise SystemExit(f"cannot use the example: {type(exc).__name__}: {exc}") from exc
+            print(f"note: not using the example ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return "the SIMT tiled-matmul template", template_candidates(count)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.candidates < 1 or args.workers < 1:
         parser.error("--candidates and --workers must be positive")
+    start = time.perf_counter()
     origin, candidates = load_candidates(args.source, args.candidates)
+    generated = time.perf_counter() - start
     if len({c.source for c in candidates}) != len(candidates):
         raise SystemExit("the candidates are not distinct sources")
     with tempfile.TemporaryDirectory(prefix="warpmap-bench-") as scratch:
@@ -250,7 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     python, load = platform.python_version(), ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}; Python {python}; NVRTC {major}.{minor}")
     print(f"load average before the run: {load}")
-    print(f"candidates: {len(candidates)} distinct kernels from the {origin}, arch {args.arch}")
+    print(
+        f"candidates: {len(candidates)} distinct kernels from {origin}, arch {args.arch} "
+        f"(generating their sources took {generated:.2f} s, not counted below)"
+    )
     print(f"pool start-up (spawn {args.workers} workers, one primed build each): {startup:.2f} s\n")
     print(format_rows(rows))
     imported, first, second, third = first_compile_costs(args.arch)
