@@ -13,14 +13,17 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
+from sqlalchemy.exc import SQLAlchemyError
 
 import migrations
 from db.errors import DatabaseError
-from db.session import create_engine_for
+from db.session import create_engine_for, translate_error
 
 #: Optuna keeps its own ``alembic_version`` table in the same database.
 VERSION_TABLE = "wm_alembic_version"
-MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+#: ``__path__`` rather than ``__file__``: an editable install made before ``migrations/__init__.py``
+#: existed maps the folder as a namespace package, which has no ``__file__``.
+MIGRATIONS_DIR = Path(next(iter(migrations.__path__))).resolve()
 
 
 def alembic_config(url: str) -> Config:
@@ -50,6 +53,8 @@ def _run(action: str, url: str, revision: str) -> None:
         getattr(command, action)(alembic_config(url), revision)
     except CommandError as exc:
         raise DatabaseError(f"cannot {action} to {revision!r}: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise translate_error(exc) from exc
 
 
 def upgrade(url: str, revision: str = "head") -> None:
@@ -69,5 +74,7 @@ def current_revision(url: str) -> str | None:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
             return context.get_current_revision()
+    except SQLAlchemyError as exc:
+        raise translate_error(exc) from exc
     finally:
         engine.dispose()

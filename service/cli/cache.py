@@ -1,0 +1,269 @@
+"""``warpmap cache ls | show | stats | evict | export | import``: keep the kernel cache in bounds.
+
+Examples::
+
+    warpmap cache ls --op matmul --device h100
+    warpmap cache show 17 --source
+    warpmap cache evict --older-than 90d --max-size 2GiB
+    warpmap cache export --arch sm_90 cache.jsonl      # then, on another cluster:
+    warpmap cache import cache.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from sqlalchemy.orm import Session
+
+from db.cache import (
+    ImportFormatError,
+    KernelFilter,
+    cache_stats,
+    evict,
+    export_jsonl,
+    import_jsonl,
+    list_kernels,
+    to_export_record,
+)
+from db.errors import DatabaseError
+from db.migrate import current_revision, head_revision
+from db.repository import get_kernel
+from db.session import create_engine_for, session_scope
+from service.cli.db import add_database_option, database_url, describe_revision, shown
+from service.cli.errors import CliError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``45m``, ``12h``, ``30d``, ``2w`` → a timedelta.
+
+    >>> parse_duration("36h")
+    datetime.timedelta(days=1, seconds=43200)
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise CliError(f"{text!r} is not a duration; use a number and a unit: 90s, 45m, 12h, 30d, 2w")
+    return timedelta(seconds=float(match[1]) * _DURATION_UNITS[match[2]])
+
+
+def parse_size(text: str) -> int:
+    """Bytes, with decimal (``KB``, ``MB``, ``GB``, ``TB``) or binary (``KiB`` ...) units.
+
+    >>> parse_size("1.5GB"), parse_size("2KiB"), parse_size("512")
+    (1500000000, 2048, 512)
+    """
+    match = _SIZE.match(text)
+    if match is None:
+        raise CliError(f"{text!r} is not a size; use e.g. 500MB, 2GiB or a number of bytes")
+    unit = (match[2] or "b").lower()
+    if unit == "b":
+        return int(float(match[1]))
+    power = "kmgt".index(unit[0]) + 1
+    return int(float(match[1]) * ((1024 if "i" in unit else 1000) ** power))
+
+
+def human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _session(args: argparse.Namespace) -> Iterator[Session]:
+    """A session on a database that is migrated to head; database errors become CLI errors."""
+    url = database_url(args)
+    try:
+        revision = current_revision(url)
+        if revision != head_revision():
+            raise CliError(f"database {shown(url)} is {describe_revision(revision)}")
+        engine = create_engine_for(url)
+        try:
+            with session_scope(engine) as session:
+                yield session
+        finally:
+            engine.dispose()
+    except DatabaseError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _filter(args: argparse.Namespace) -> KernelFilter:
+    before = datetime.now(UTC) - parse_duration(args.older_than) if args.older_than else None
+    return KernelFilter(
+        op=args.op, device=args.device, arch=args.arch, toolchain=args.toolchain, updated_before=before
+    )
+
+
+def _ls(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    with _session(args) as session:
+        kernels = list_kernels(session=session, where=_filter(args), limit=args.limit)
+    if args.json:
+        for k in kernels:
+            summary = {
+                "id": k.id,
+                "workload": k.workload.key,
+                "device": k.device.key,
+                "toolchain": k.toolchain.key,
+            }
+            print(json.dumps({**summary, "latency_us": k.result.latency_us, "size_bytes": k.size_bytes}))
+        return 0
+    header = (
+        f"{'ID':>6}  {'WORKLOAD':<26} {'DEVICE':<40} {'LATENCY_US':>11} {'HITS':>5} {'SIZE':>10}  UPDATED"
+    )
+    print(header)
+    for k in kernels:
+        print(
+            f"{k.id:>6}  {k.workload.key:<26} {k.device.key:<40} {k.result.latency_us:>11.3f} {k.hits:>5} "
+            f"{human_bytes(k.size_bytes):>10}  {k.updated_at:%Y-%m-%d %H:%M}"
+        )
+    print(f"{len(kernels)} kernel(s)")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        kernel_id = int(args.id)
+    except ValueError:
+        raise CliError(f"kernel id must be a number (see `warpmap cache ls`), got {args.id!r}") from None
+    with _session(args) as session:
+        try:
+            kernel = get_kernel(session=session, kernel_id=kernel_id)
+        except DatabaseError as exc:
+            raise CliError(str(exc)) from exc
+    record = to_export_record(kernel)
+    if not args.source:
+        record["kernel"]["source"] = f"<{len(kernel.result.source)} characters; --source prints it>"
+    binary = kernel.result.binary
+    record["kernel"]["binary_b64"] = None if binary is None else f"<{len(binary)} bytes>"
+    record.update(id=kernel.id, workload_key=kernel.workload.key, device_key=kernel.device.key)
+    record.update(toolchain_key=kernel.toolchain.key, hits=kernel.hits, size_bytes=kernel.size_bytes)
+    record.update(updated_at=kernel.updated_at.isoformat(), created_at=kernel.created_at.isoformat())
+    print(json.dumps(record, indent=2, sort_keys=True))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        stats = cache_stats(session=session)
+    if args.json:
+        print(json.dumps({"rows": stats.rows, "bytes": stats.bytes}))
+        return 0
+    print(f"kernels: {stats.rows}\nsize:    {human_bytes(stats.bytes)} ({stats.bytes} bytes)")
+    for title, groups in (("by device", stats.by_device), ("by operator", stats.by_op)):
+        if groups:
+            print(f"{title}:")
+            for name, rows, size in groups:
+                print(f"  {name:<48} {rows:>6} {human_bytes(size):>10}")
+    return 0
+
+
+def _evict(args: argparse.Namespace) -> int:
+    if args.older_than is None and args.max_size is None:
+        raise CliError("say what to evict: --older-than DURATION and/or --max-size SIZE")
+    older_than = datetime.now(UTC) - parse_duration(args.older_than) if args.older_than else None
+    max_bytes = parse_size(args.max_size) if args.max_size else None
+    with _session(args) as session:
+        report = evict(session=session, older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(
+        f"{verb} {report.removed} kernel(s), {human_bytes(report.removed_bytes)}; "
+        f"{report.remaining} left, {human_bytes(report.remaining_bytes)}"
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        if args.file == "-":
+            count = export_jsonl(session=session, stream=sys.stdout, where=_filter(args))
+        else:
+            with _open(args.file, "w") as stream:
+                count = export_jsonl(session=session, stream=stream, where=_filter(args))
+    print(f"exported {count} kernel(s)", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        try:
+            if args.file == "-":
+                report = import_jsonl(session=session, stream=sys.stdin)
+            else:
+                with _open(args.file, "r") as stream:
+                    report = import_jsonl(session=session, stream=stream)
+        except ImportFormatError as exc:
+            raise CliError(f"{args.file}: {exc}; nothing was imported") from exc
+        except UnicodeDecodeError as exc:
+            raise CliError(f"{args.file}: not UTF-8 text ({exc.reason}); nothing was imported") from exc
+    kept = f"{report.kept} kept (the local one was as fast or faster)"
+    print(f"read {report.read} kernel(s): {report.stored} stored, {kept}")
+    return 0
+
+
+def _open(name: str, mode: str) -> TextIO:
+    try:
+        return Path(name).open(mode, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot open {name!r}: {exc.strerror}") from exc
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--op", help="operator name, e.g. matmul")
+    parser.add_argument("--device", help="device key, or part of the device name (case-insensitive)")
+    parser.add_argument("--arch", help="compute capability or ISA, e.g. sm_90")
+    parser.add_argument("--toolchain", help="exact toolchain key")
+    parser.add_argument("--older-than", metavar="DURATION", help="only entries last updated before, e.g. 30d")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("cache", help="inspect and manage the tuned-kernel cache")
+    commands = parser.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+
+    def command(
+        name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        add_database_option(sub)
+        sub.set_defaults(func=func)
+        return sub
+
+    ls = command("ls", "list cached kernels, newest first", _ls)
+    _add_filters(ls)
+    ls.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    show = command("show", "print one cached kernel", _show)
+    show.add_argument("id", help="kernel id, as printed by `warpmap cache ls`")
+    show.add_argument("--source", action="store_true", help="include the CUDA source")
+
+    stats = command("stats", "number of kernels and bytes, by device and operator", _stats)
+    stats.add_argument("--json", action="store_true", help="print rows and bytes as JSON")
+
+    ev = command("evict", "remove old entries, then least recently used ones over a size budget", _evict)
+    ev.add_argument(
+        "--older-than", metavar="DURATION", help="remove entries not used for this long, e.g. 90d"
+    )
+    ev.add_argument("--max-size", metavar="SIZE", help="then keep at most this many bytes, e.g. 2GiB")
+    ev.add_argument("--dry-run", action="store_true", help="report what would go, remove nothing")
+
+    export = command("export", "write kernels as JSON lines (binaries base64)", _export)
+    _add_filters(export)
+    export.add_argument("file", nargs="?", default="-", help="output file (default: standard output)")
+
+    imp = command("import", "merge a JSON-lines export; faster entries win", _import)
+    imp.add_argument("file", help="input file, or - for standard input")
