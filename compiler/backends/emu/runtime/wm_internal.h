@@ -1,0 +1,148 @@
+/* Emulator runtime internals shared by its C files. */
+#ifndef WM_INTERNAL_H
+#define WM_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wm_emu_abi.h"
+
+#define WM_WARP 32
+#define WM_SLOT_BYTES 32 /* per lane and exchange: mma sends 24 bytes (a[4], b[2]) */
+#define WM_CP_QUEUE 64   /* outstanding cp.async copies per thread before the oldest is forced */
+
+/* Status codes shared with launch.py (keep in sync). */
+enum {
+    WM_OK = 0,
+    WM_ERR_LOAD = 1,
+    WM_ERR_BARRIER = 2,
+    WM_ERR_BOUNDS = 3,
+    WM_ERR_DEADLOCK = 4,
+    WM_ERR_STACK = 5,
+    WM_ERR_CRASH = 6,
+    WM_ERR_KERNEL = 7, /* misuse reported by the emulation (bad shuffle width, misaligned cp.async, ...) */
+    WM_ERR_RACE = 8,
+};
+
+/* Written by the child, read by the parent: lives in memory shared across fork. */
+typedef struct wm_status {
+    volatile int32_t code;
+    int32_t reserved;
+    double elapsed_s;
+    char message[2048];
+} wm_status;
+
+/* One global-memory argument as laid out by the parent: data ends at `data + alloc_bytes`, which is
+ * page-aligned when guards are on, with an inaccessible guard region on either side. */
+typedef struct wm_buffer {
+    char *data;
+    uint64_t nbytes;
+    uint64_t alloc_bytes;
+    uint64_t elem_bytes;
+    char *guard_lo; /* guard_bytes inaccessible bytes before the data's first page */
+    char *guard_hi; /* guard_bytes inaccessible bytes from data + alloc_bytes on */
+    uint64_t guard_bytes;
+    const char *name;
+    const char *dtype;
+} wm_buffer;
+
+typedef struct wm_launch_desc {
+    const char *so_path;
+    const char *entry_symbol;
+    const char *kernel_name;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint64_t dyn_shared;
+    void **argv;
+    int32_t nbufs;
+    int32_t check_bounds;
+    wm_buffer *bufs;
+    int32_t workers;
+    int32_t detect_races;
+    uint64_t stack_bytes;
+    wm_status *status;
+} wm_launch_desc;
+
+typedef struct wm_cp {
+    char *dst;
+    const char *src;
+    uint32_t bytes, src_bytes, group;
+} wm_cp;
+
+typedef struct wm_fiber {
+    void *sp;
+    struct wm_fiber *next, *prev;
+    wm_dim3_t tid;
+    uint32_t linear;
+    int32_t waiting; /* 0 running, 1 __syncthreads, 2 warp-level op */
+    uint32_t cp_head, cp_len, cp_group;
+    wm_cp cp[WM_CP_QUEUE];
+    char *stack_lo; /* lowest usable byte; the guard page lies just below */
+#ifndef __x86_64__
+    void *uctx; /* ucontext_t, allocated by the portable switch */
+#endif
+} wm_fiber;
+
+typedef struct wm_warp {
+    uint32_t arrived, gen, mask, present;
+    unsigned char slot[2][WM_WARP][WM_SLOT_BYTES];
+} wm_warp;
+
+typedef struct wm_race_word wm_race_word;
+
+/* One OS thread of the launch; it runs whole blocks, one at a time, as fibers. */
+typedef struct wm_worker {
+    const wm_launch_desc *desc;
+    void (*entry)(void **);
+    void *main_sp;
+#ifndef __x86_64__
+    void *main_uctx;
+#endif
+    wm_fiber *fibers;
+    wm_fiber *current;
+    char *stacks;
+    size_t stacks_bytes;
+    uint32_t nthreads, live, exited;
+    uint32_t bar_arrived, bar_gen;
+    uint32_t stall;
+    wm_warp *warps;
+    uint32_t nwarps;
+    unsigned char *dyn_shared;
+    unsigned char *static_shared;
+    size_t static_shared_bytes;
+    /* race detection: one shadow record per 2 bytes of shared memory */
+    wm_race_word *race_static, *race_dyn;
+    uint32_t epoch;
+    void *altstack;
+} wm_worker;
+
+extern __thread wm_worker *wm_self;
+
+/* Fiber switching (wm_fiber.c). */
+void wm_fiber_prepare(wm_worker *w, wm_fiber *f, size_t stack_bytes);
+void wm_switch_to(wm_worker *w, wm_fiber *from, wm_fiber *to);
+void wm_switch_from_main(wm_worker *w, wm_fiber *to);
+void wm_switch_to_main(wm_worker *w, wm_fiber *from);
+void wm_fiber_main(void) __attribute__((noreturn));
+
+/* Scheduling (wm_sched.c). */
+void wm_yield(wm_worker *w, wm_fiber *f);
+void wm_run_block(wm_worker *w, uint32_t block_linear);
+const unsigned char *wm_warp_exchange(wm_worker *w, wm_fiber *f, unsigned int mask, const void *data,
+                                      size_t bytes);
+void wm_cp_retire(wm_worker *w, wm_fiber *f, uint32_t keep_groups);
+
+/* Faults (wm_launch.c): record the first one, then end the child process. */
+void wm_fail(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+const char *wm_where(char *buf, size_t len);
+
+/* Race detection (wm_race.c). */
+void wm_race_begin_block(wm_worker *w);
+void wm_race_barrier(wm_worker *w);
+void wm_race_access(uintptr_t addr, size_t bytes, int is_write);
+int wm_race_setup(wm_worker *w);
+
+#endif

@@ -1,0 +1,238 @@
+/* One launch = one forked child process. The parent (Python) lays out the arguments in memory shared
+ * with the child, calls wm_launch_fork and waits on the child's pidfd with a time limit; the child
+ * loads the kernel, runs every block on a pool of OS threads and exits. A fault anywhere (a guard
+ * page hit, a fiber stack overflow, barrier divergence) is written to the shared status record and
+ * ends the child at once, so the parent always gets a message and never a corrupted interpreter. */
+#include "wm_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+
+#define WM_PAGE 4096u
+#define WM_ALTSTACK (64u * 1024u)
+
+static const wm_launch_desc *g_desc;
+static void *g_handle;
+static uint32_t g_next_block;
+static uint32_t g_num_blocks;
+
+const char *wm_where(char *buf, size_t len) {
+    wm_worker *w = wm_self;
+    const char *name = g_desc ? g_desc->kernel_name : "?";
+    if (w && w->current) {
+        snprintf(buf, len, "kernel '%s' block (%u,%u,%u) thread (%u,%u,%u)", name, wm_block_idx.x,
+                 wm_block_idx.y, wm_block_idx.z, w->current->tid.x, w->current->tid.y, w->current->tid.z);
+    } else {
+        snprintf(buf, len, "kernel '%s'", name);
+    }
+    return buf;
+}
+
+void wm_fail(int code, const char *fmt, ...) {
+    wm_status *st = g_desc->status;
+    int32_t unclaimed = 0;
+    if (__atomic_compare_exchange_n(&st->reserved, &unclaimed, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(st->message, sizeof st->message, fmt, ap);
+        va_end(ap);
+        __atomic_store_n(&st->code, code, __ATOMIC_SEQ_CST);
+        _exit(10 + code);
+    }
+    for (;;) pause(); /* another thread is reporting; it ends the process */
+}
+
+static int wm_in(uintptr_t addr, const char *lo, size_t bytes) {
+    return lo && addr >= (uintptr_t)lo && addr < (uintptr_t)lo + bytes;
+}
+
+static void wm_report_bounds(uintptr_t addr, const wm_buffer *b, int is_write) {
+    char where[160];
+    long long off = (long long)(addr - (uintptr_t)b->data);
+    long long elem = off >= 0 ? off / (long long)b->elem_bytes : -((-off + (long long)b->elem_bytes - 1) /
+                                                                    (long long)b->elem_bytes);
+    wm_fail(WM_ERR_BOUNDS, "out-of-bounds %s of parameter '%s' in %s: element %lld (byte offset %lld), but "
+            "it holds %llu %s elements", is_write == 1 ? "write" : is_write == 0 ? "read" : "access", b->name,
+            wm_where(where, sizeof where), elem, off, (unsigned long long)(b->nbytes / b->elem_bytes), b->dtype);
+}
+
+static void wm_on_signal(int sig, siginfo_t *si, void *uc_void) {
+    char where[160];
+    int is_write = -1;
+#ifdef __x86_64__
+    ucontext_t *uc = (ucontext_t *)uc_void;
+    is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#else
+    (void)uc_void;
+#endif
+    if (sig == SIGSEGV || sig == SIGBUS) {
+        uintptr_t addr = (uintptr_t)si->si_addr;
+        const wm_launch_desc *d = g_desc;
+        for (int i = 0; d->check_bounds && i < d->nbufs; i++) {
+            const wm_buffer *b = &d->bufs[i];
+            if (wm_in(addr, b->guard_lo, b->guard_bytes) || wm_in(addr, b->guard_hi, b->guard_bytes)) {
+                wm_report_bounds(addr, b, is_write);
+            }
+        }
+        wm_worker *w = wm_self;
+        if (w && w->stacks && wm_in(addr, w->stacks, w->stacks_bytes)) {
+            size_t stride = (size_t)d->stack_bytes + WM_PAGE;
+            if ((addr - (uintptr_t)w->stacks) % stride < WM_PAGE) {
+                wm_fail(WM_ERR_STACK, "stack overflow in %s: each emulated thread has a %llu KiB stack (local "
+                        "arrays too large, or deep recursion)", wm_where(where, sizeof where),
+                        (unsigned long long)(d->stack_bytes / 1024));
+            }
+        }
+        wm_fail(WM_ERR_CRASH, "segmentation fault (%s address %p) in %s", is_write == 1 ? "writing" : "reading",
+                (void *)addr, wm_where(where, sizeof where));
+    }
+    if (sig == SIGFPE) wm_fail(WM_ERR_CRASH, "arithmetic exception (integer division by zero?) in %s",
+                               wm_where(where, sizeof where));
+    wm_fail(WM_ERR_CRASH, "signal %d (%s) in %s", sig, strsignal(sig), wm_where(where, sizeof where));
+}
+
+static void wm_install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = wm_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+/* The kernel module's static TLS block holds exactly its static __shared__ arrays. */
+typedef struct { size_t modid, memsz; } wm_tls_query;
+
+static int wm_find_tls(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    wm_tls_query *q = (wm_tls_query *)arg;
+    if (info->dlpi_tls_modid != q->modid) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_TLS) q->memsz = info->dlpi_phdr[i].p_memsz;
+    }
+    return 1;
+}
+
+typedef struct { unsigned long ti_module, ti_offset; } wm_tls_index;
+extern void *__tls_get_addr(wm_tls_index *);
+
+static void wm_module_tls(wm_worker *w) {
+    size_t modid = 0;
+    if (dlinfo(g_handle, RTLD_DI_TLS_MODID, &modid) != 0 || modid == 0) return;
+    wm_tls_query q = {modid, 0};
+    dl_iterate_phdr(wm_find_tls, &q);
+    wm_tls_index ti = {modid, 0};
+    w->static_shared = (unsigned char *)__tls_get_addr(&ti);
+    w->static_shared_bytes = q.memsz;
+}
+
+static void *wm_worker_main(void *arg) {
+    (void)arg;
+    const wm_launch_desc *d = g_desc;
+    wm_worker *w = (wm_worker *)calloc(1, sizeof *w);
+    if (!w) wm_fail(WM_ERR_CRASH, "out of memory for a worker");
+    w->desc = d;
+    w->entry = (void (*)(void **))dlsym(g_handle, d->entry_symbol);
+    w->nthreads = d->block[0] * d->block[1] * d->block[2];
+    w->nwarps = (w->nthreads + WM_WARP - 1) / WM_WARP;
+    w->fibers = (wm_fiber *)calloc(w->nthreads, sizeof(wm_fiber));
+    w->warps = (wm_warp *)calloc(w->nwarps, sizeof(wm_warp));
+    w->stacks_bytes = (size_t)w->nthreads * ((size_t)d->stack_bytes + WM_PAGE);
+    w->stacks = (char *)mmap(NULL, w->stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                             MAP_NORESERVE, -1, 0);
+    w->altstack = malloc(WM_ALTSTACK);
+    if (!w->fibers || !w->warps || w->stacks == MAP_FAILED || !w->altstack) {
+        wm_fail(WM_ERR_CRASH, "out of memory for %u fibers of %llu KiB", w->nthreads,
+                (unsigned long long)(d->stack_bytes / 1024));
+    }
+    for (uint32_t i = 0; i < w->nthreads; i++) {
+        mprotect(w->stacks + (size_t)i * ((size_t)d->stack_bytes + WM_PAGE), WM_PAGE, PROT_NONE);
+    }
+    stack_t ss = {.ss_sp = w->altstack, .ss_size = WM_ALTSTACK, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    if (d->dyn_shared) {
+        w->dyn_shared = (unsigned char *)aligned_alloc(64, (d->dyn_shared + 63) & ~(uint64_t)63);
+        if (!w->dyn_shared) wm_fail(WM_ERR_CRASH, "out of memory for %llu bytes of dynamic shared memory",
+                                    (unsigned long long)d->dyn_shared);
+    }
+    wm_block_dim.x = d->block[0];
+    wm_block_dim.y = d->block[1];
+    wm_block_dim.z = d->block[2];
+    wm_grid_dim.x = d->grid[0];
+    wm_grid_dim.y = d->grid[1];
+    wm_grid_dim.z = d->grid[2];
+    wm_self = w;
+    wm_module_tls(w);
+    if (d->detect_races && wm_race_setup(w) != 0) wm_fail(WM_ERR_CRASH, "out of memory for the race detector");
+    for (;;) {
+        uint32_t b = __atomic_fetch_add(&g_next_block, 1u, __ATOMIC_RELAXED);
+        if (b >= g_num_blocks) break;
+        wm_run_block(w, b);
+    }
+    w->current = NULL;
+    return NULL;
+}
+
+static double wm_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void wm_child(const wm_launch_desc *d) {
+    g_desc = d;
+    wm_install_signals();
+    for (int i = 0; d->check_bounds && i < d->nbufs; i++) {
+        const wm_buffer *b = &d->bufs[i];
+        if (mprotect(b->guard_lo, b->guard_bytes, PROT_NONE) || mprotect(b->guard_hi, b->guard_bytes, PROT_NONE)) {
+            wm_fail(WM_ERR_CRASH, "cannot protect the guard pages of parameter '%s': %s", b->name, strerror(errno));
+        }
+    }
+    g_handle = dlopen(d->so_path, RTLD_NOW | RTLD_LOCAL);
+    if (!g_handle) wm_fail(WM_ERR_LOAD, "cannot load kernel '%s': %s", d->kernel_name, dlerror());
+    if (!dlsym(g_handle, d->entry_symbol)) {
+        wm_fail(WM_ERR_LOAD, "kernel library has no symbol '%s'", d->entry_symbol);
+    }
+    g_num_blocks = d->grid[0] * d->grid[1] * d->grid[2];
+    g_next_block = 0;
+    int workers = d->workers < 1 ? 1 : d->workers;
+    if ((uint32_t)workers > g_num_blocks) workers = (int)g_num_blocks;
+    pthread_t threads[256];
+    if (workers > 256) workers = 256;
+    double t0 = wm_now();
+    for (int i = 1; i < workers; i++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1u << 20);
+        if (pthread_create(&threads[i], &attr, wm_worker_main, NULL) != 0) {
+            wm_fail(WM_ERR_CRASH, "cannot start worker thread %d", i);
+        }
+        pthread_attr_destroy(&attr);
+    }
+    wm_worker_main(NULL);
+    for (int i = 1; i < workers; i++) pthread_join(threads[i], NULL);
+    d->status->elapsed_s = wm_now() - t0;
+    __atomic_store_n(&d->status->code, WM_OK, __ATOMIC_SEQ_CST);
+    _exit(0);
+}
+
+/* Returns the child's pid, or -errno if fork failed. Never returns in the child. */
+__attribute__((visibility("default"))) long wm_launch_fork(const wm_launch_desc *d) {
+    pid_t pid = fork();
+    if (pid < 0) return -(long)errno;
+    if (pid == 0) wm_child(d);
+    return (long)pid;
+}
