@@ -1,0 +1,92 @@
+"""Interval analysis of integer expressions: the facts simplification and bound checks rely on.
+
+``RangeEnv`` knows the range of loop indices, locals and CUDA built-ins (``threadIdx.x`` ranges over
+the block's x extent); ``interval`` returns the inclusive ``(low, high)`` an expression can take, or
+``None`` when it cannot tell.
+
+    >>> env = RangeEnv.for_launch(block=(256, 1, 1), grid=(4, 1, 1))
+    >>> interval(BuiltinVar("threadIdx.x") // 32 % 16, env)   # the % 16 cannot bite
+    (0, 7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from compiler.ir.expr import Binary, BuiltinVar, Call, Const, Expr, Var
+
+Interval = tuple[int, int]
+
+_AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class RangeEnv:
+    """Known inclusive ranges: variables by identity, built-ins by name (``"threadIdx.x"``)."""
+
+    variables: Mapping[Var, Interval] = field(default_factory=lambda: MappingProxyType({}))
+    builtins: Mapping[str, Interval] = field(default_factory=lambda: MappingProxyType({}))
+
+    @staticmethod
+    def for_launch(block: tuple[int, int, int], grid: tuple[int, int, int]) -> RangeEnv:
+        """The ranges of ``threadIdx``/``blockIdx`` (and the exact ``blockDim``/``gridDim``) of a launch."""
+        ranges: dict[str, Interval] = {}
+        for axis, b, g in zip(_AXES, block, grid, strict=True):
+            ranges[f"threadIdx.{axis}"] = (0, b - 1)
+            ranges[f"blockIdx.{axis}"] = (0, g - 1)
+            ranges[f"blockDim.{axis}"] = (b, b)
+            ranges[f"gridDim.{axis}"] = (g, g)
+        return RangeEnv(builtins=MappingProxyType(ranges))
+
+    def with_var(self, var: Var, bounds: Interval) -> RangeEnv:
+        return RangeEnv(MappingProxyType({**self.variables, var: bounds}), self.builtins)
+
+    def with_builtin(self, name: str, bounds: Interval) -> RangeEnv:
+        return RangeEnv(self.variables, MappingProxyType({**self.builtins, name: bounds}))
+
+
+def interval(expr: Expr, env: RangeEnv) -> Interval | None:
+    """The inclusive range of the integer ``expr`` under ``env``, or ``None`` if unknown."""
+    if isinstance(expr, Const):
+        return (int(expr.value), int(expr.value)) if isinstance(expr.value, int) else None
+    if isinstance(expr, Var):
+        return env.variables.get(expr)
+    if isinstance(expr, BuiltinVar):
+        return env.builtins.get(expr.name)
+    if isinstance(expr, Binary):
+        return _binary(expr, env)
+    if isinstance(expr, Call) and expr.func in ("min", "max") and len(expr.args) == 2:
+        a, b = (interval(arg, env) for arg in expr.args)
+        if a is None or b is None:
+            return None
+        pick = min if expr.func == "min" else max
+        return (pick(a[0], b[0]), pick(a[1], b[1]))
+    return None
+
+
+def _binary(expr: Binary, env: RangeEnv) -> Interval | None:
+    a = interval(expr.a, env)
+    b = interval(expr.b, env)
+    if a is None or b is None:
+        return None
+    (alo, ahi), (blo, bhi) = a, b
+    if expr.op == "add":
+        return (alo + blo, ahi + bhi)
+    if expr.op == "sub":
+        return (alo - bhi, ahi - blo)
+    if expr.op == "mul":
+        products = (alo * blo, alo * bhi, ahi * blo, ahi * bhi)
+        return (min(products), max(products))
+    if expr.op == "floordiv" and alo >= 0 and blo > 0:
+        return (alo // bhi, ahi // blo)
+    if expr.op == "mod" and alo >= 0 and blo > 0:
+        return (alo, ahi) if ahi < blo else (0, min(ahi, bhi - 1))
+    return None
+
+
+def is_nonnegative(expr: Expr, env: RangeEnv) -> bool:
+    bounds = interval(expr, env)
+    return bounds is not None and bounds[0] >= 0
+

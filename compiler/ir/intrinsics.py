@@ -1,0 +1,184 @@
+"""Value-producing functions of the kernel language: casts, selects, logic, math, shuffles, vectors.
+
+Calls carry an abstract name (``"exp"``, ``"shfl_xor"``); each codegen dialect spells it for its target
+(``expf``, ``__shfl_xor_sync``). Extern device functions (the ``wm_*`` wrappers) keep their own name and
+bring their header along.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.ir.expr import Call, Cast, Expr, Lane, MakeVector, Select, Unary, as_expr, binary
+from compiler.ir.types import DataType, Type, VectorType, boolean, f32, i32, u32, vec
+
+#: Header of the tensor-core and async-copy wrappers.
+PRIMS_HEADER = "warpmap/prims.cuh"
+FULL_MASK = 0xFFFFFFFF
+
+
+def cast(value: Any, dtype: DataType) -> Expr:
+    """``value`` converted to ``dtype`` (``(float)x``, ``__float2half_rn(x)`` ...); a no-op if equal."""
+    expr = as_expr(value)
+    if not isinstance(expr.type, DataType):
+        raise TypeError(f"cannot cast {expr!r} of type {expr.type} to {dtype}")
+    return expr if expr.type == dtype else Cast(expr, dtype)
+
+
+def as_condition(cond: Any, what: str) -> Expr:
+    expr = as_expr(cond)
+    if expr.type != boolean:
+        raise TypeError(f"{what} needs a bool condition, got {expr!r} of type {expr.type}")
+    return expr
+
+
+def select(cond: Any, then: Any, otherwise: Any) -> Expr:
+    """``cond ? then : otherwise`` (a literal branch takes the type of the other)."""
+    condition = as_condition(cond, "select")
+    a = as_expr(then, otherwise.type if isinstance(otherwise, Expr) else None)
+    b = as_expr(otherwise, a.type)
+    if a.type != b.type:
+        raise TypeError(f"select branches differ in type: {a!r} is {a.type}, {b!r} is {b.type}")
+    return Select(condition, a, b, a.type)
+
+
+def logical_and(*conds: Any) -> Expr:
+    """``c0 && c1 && ...`` (Python's ``and`` cannot be overloaded)."""
+    if not conds:
+        raise TypeError("logical_and needs at least one condition")
+    result = as_condition(conds[0], "logical_and")
+    for cond in conds[1:]:
+        result = binary("and", result, as_condition(cond, "logical_and"))
+    return result
+
+
+def logical_or(*conds: Any) -> Expr:
+    """``c0 || c1 || ...``."""
+    if not conds:
+        raise TypeError("logical_or needs at least one condition")
+    result = as_condition(conds[0], "logical_or")
+    for cond in conds[1:]:
+        result = binary("or", result, as_condition(cond, "logical_or"))
+    return result
+
+
+def logical_not(cond: Any) -> Expr:
+    """``!cond``."""
+    return Unary("not", as_condition(cond, "logical_not"), boolean)
+
+
+def _same_type(name: str, *values: Any) -> tuple[Expr, ...]:
+    typed = next((v.type for v in values if isinstance(v, Expr)), None)
+    exprs = tuple(as_expr(v, typed) for v in values)
+    if any(e.type != exprs[0].type for e in exprs):
+        raise TypeError(f"{name} arguments differ in type: {', '.join(f'{e!r}: {e.type}' for e in exprs)}")
+    return exprs
+
+
+def min_(a: Any, b: Any) -> Expr:
+    """The smaller of two ints (``min``) or two f32 (``fminf``)."""
+    x, y = _same_type("min_", a, b)
+    if x.type not in (i32, u32, f32):
+        raise TypeError(f"min_ supports i32, u32 and f32, got {x.type}")
+    return Call("fmin" if x.type == f32 else "min", (x, y), x.type)
+
+
+def max_(a: Any, b: Any) -> Expr:
+    """The larger of two ints (``max``) or two f32 (``fmaxf``)."""
+    x, y = _same_type("max_", a, b)
+    if x.type not in (i32, u32, f32):
+        raise TypeError(f"max_ supports i32, u32 and f32, got {x.type}")
+    return Call("fmax" if x.type == f32 else "max", (x, y), x.type)
+
+
+def _f32_call(name: str, *args: Any) -> Expr:
+    exprs = _same_type(name, *(as_expr(a, f32) for a in args))
+    if exprs[0].type != f32:
+        raise TypeError(f"{name} needs f32 arguments, got {exprs[0]!r} of type {exprs[0].type}; cast first")
+    return Call(name, exprs, f32)
+
+
+def exp(x: Any) -> Expr:
+    return _f32_call("exp", x)
+
+
+def exp2(x: Any) -> Expr:
+    return _f32_call("exp2", x)
+
+
+def fast_exp(x: Any) -> Expr:
+    """``__expf``: faster, less accurate than ``exp``."""
+    return _f32_call("fast_exp", x)
+
+
+def log(x: Any) -> Expr:
+    return _f32_call("log", x)
+
+
+def sqrt(x: Any) -> Expr:
+    return _f32_call("sqrt", x)
+
+
+def rsqrt(x: Any) -> Expr:
+    return _f32_call("rsqrt", x)
+
+
+def abs_(x: Any) -> Expr:
+    return _f32_call("abs", x)
+
+
+def fast_div(a: Any, b: Any) -> Expr:
+    """``__fdividef(a, b)``."""
+    return _f32_call("fast_div", a, b)
+
+
+def fma(a: Any, b: Any, c: Any) -> Expr:
+    """``a * b + c`` with one rounding."""
+    return _f32_call("fma", a, b, c)
+
+
+def _shuffle(kind: str, value: Any, lane: Any, width: int | None, mask: int) -> Expr:
+    v = as_expr(value)
+    if v.type not in (i32, u32, f32):
+        raise TypeError(f"warp shuffles move i32, u32 or f32 values, got {v!r} of type {v.type}")
+    args: tuple[Expr, ...] = (as_expr(mask, u32), v, as_expr(lane, i32))
+    if width is not None:
+        args = (*args, as_expr(width, i32))
+    return Call(kind, args, v.type)
+
+
+def shfl_sync(value: Any, src_lane: Any, width: int | None = None, mask: int = FULL_MASK) -> Expr:
+    """``__shfl_sync(mask, value, src_lane[, width])``."""
+    return _shuffle("shfl", value, src_lane, width, mask)
+
+
+def shfl_xor_sync(value: Any, lane_mask: Any, width: int | None = None, mask: int = FULL_MASK) -> Expr:
+    """``__shfl_xor_sync(mask, value, lane_mask[, width])``: the butterfly step of a warp reduction."""
+    return _shuffle("shfl_xor", value, lane_mask, width, mask)
+
+
+def shfl_down_sync(value: Any, delta: Any, width: int | None = None, mask: int = FULL_MASK) -> Expr:
+    return _shuffle("shfl_down", value, delta, width, mask)
+
+
+def shfl_up_sync(value: Any, delta: Any, width: int | None = None, mask: int = FULL_MASK) -> Expr:
+    return _shuffle("shfl_up", value, delta, width, mask)
+
+
+def make_vector(*elements: Any) -> Expr:
+    """``make_float4(a, b, c, d)`` and friends, from 2 or 4 values of one 4-byte type."""
+    exprs = _same_type("make_vector", *elements)
+    return MakeVector(exprs, vec(exprs[0].type, len(exprs)))  # type: ignore[arg-type]
+
+
+def lane(vector: Expr, index: int) -> Expr:
+    """Element ``index`` of a vector value (``v.x`` is ``lane(v, 0)``)."""
+    if not isinstance(vector.type, VectorType) or not 0 <= index < vector.type.lanes:
+        raise TypeError(f"lane {index} of {vector!r} of type {vector.type}")
+    return Lane(vector, index, vector.type.element)
+
+
+def extern_call(func: str, *args: Any, returns: Type | None = None, header: str = PRIMS_HEADER,
+                template_args: tuple[int, ...] = ()) -> Call:
+    """A call of a device function declared in ``header`` (by default the ``wm_*`` wrappers)."""
+    return Call(func, tuple(as_expr(a) for a in args), returns, header, template_args)

@@ -1,0 +1,268 @@
+"""Constant folding and algebraic simplification, so generated index arithmetic reads like hand-written code.
+
+Integer sums and products by constants are normalised to a linear form (``(a * 4 + b) * 2 + 1`` becomes
+``a * 8 + b * 2 + 1``); division and modulo by a constant cancel whole multiples and vanish when the
+interval analysis proves them idle, which is sound because index values are non-negative (checked, not
+assumed: a rule that needs it asks ``bounds.interval``)::
+
+    >>> from compiler.ir.expr import BuiltinVar
+    >>> tid = BuiltinVar("threadIdx.x")
+    >>> env = RangeEnv.for_launch(block=(256, 1, 1), grid=(1, 1, 1))
+    >>> simplify_expr((tid // 32 * 32 + tid % 32) // 32 % 8, env)
+    (threadIdx.x // 32)
+
+C division truncates toward zero; constants fold with that rule, never Python's floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compiler.ir.bounds import Interval, RangeEnv, interval
+from compiler.ir.expr import Binary, Cast, Const, Expr, Select, Unary, structure_key
+from compiler.ir.rewrite import map_children
+from compiler.ir.types import DataType, boolean
+
+_COMPARE: dict[str, Callable[[int | float, int | float], bool]] = {
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+}
+
+
+def c_div(a: int, b: int) -> int:
+    """Integer division rounding toward zero, as C does."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def c_mod(a: int, b: int) -> int:
+    """The remainder of ``c_div``: takes the sign of the dividend."""
+    return a - b * c_div(a, b)
+
+
+def simplify_expr(expr: Expr, env: RangeEnv | None = None) -> Expr:
+    """``expr`` folded and simplified, bottom-up, using the ranges known in ``env``."""
+    ranges = env if env is not None else RangeEnv()
+    return _simplify(expr, ranges)
+
+
+def _simplify(expr: Expr, env: RangeEnv) -> Expr:
+    node = map_children(expr, lambda e: _simplify(e, env), lambda b: b)
+    if isinstance(node, Binary):
+        return _binary(node, env)
+    if isinstance(node, Unary):
+        return _unary(node)
+    if isinstance(node, Select) and isinstance(node.cond, Const):
+        return node.then if node.cond.value else node.otherwise
+    if isinstance(node, Cast) and isinstance(node.value, Const) and node.type != boolean:
+        value = node.value.value
+        return Const(float(value) if node.type.is_float else int(value), node.type)
+    return node
+
+
+def _binary(node: Binary, env: RangeEnv) -> Expr:
+    a, b, dtype = node.a, node.b, node.type
+    if node.op in _COMPARE:
+        return _compare(node, env)
+    if node.op in ("and", "or"):
+        return _logical(node)
+    if not isinstance(a.type, DataType) or not a.type.is_integer:
+        if node.op == "mul" and isinstance(b, Const) and b.value == 1:
+            return a
+        if node.op == "mul" and isinstance(a, Const) and a.value == 1:
+            return b
+        return node
+    if node.op in ("add", "sub", "mul"):
+        return _rebuild(*_linear(node), dtype)
+    if isinstance(b, Const) and b.value > 0:
+        if node.op == "floordiv":
+            return _floordiv(a, int(b.value), dtype, env)
+        if node.op == "mod":
+            return _mod(a, int(b.value), dtype, env)
+    if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
+        return Const(_fold_int(node.op, int(a.value), int(b.value)), dtype)
+    return node
+
+
+def _fold_int(op: str, a: int, b: int) -> int:
+    folds: dict[str, Callable[[int, int], int]] = {
+        "floordiv": c_div, "mod": c_mod, "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y,
+        "bitxor": lambda x, y: x ^ y, "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y,
+    }
+    return folds[op](a, b)
+
+
+# -- linear forms: {key: (atom, coefficient)} plus a constant -----------------------------------
+
+Terms = dict[object, tuple[Expr, int]]
+
+
+def _linear(expr: Expr) -> tuple[Terms, int]:
+    if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return {}, expr.value
+    if isinstance(expr, Unary) and expr.op == "neg":
+        terms, const = _linear(expr.a)
+        return _scale(terms, -1), -const
+    if isinstance(expr, Binary) and expr.op in ("add", "sub"):
+        left, lconst = _linear(expr.a)
+        right, rconst = _linear(expr.b)
+        sign = 1 if expr.op == "add" else -1
+        return _merge(left, _scale(right, sign)), lconst + sign * rconst
+    if isinstance(expr, Binary) and expr.op == "mul":
+        left, lconst = _linear(expr.a)
+        right, rconst = _linear(expr.b)
+        if not right:
+            return _scale(left, rconst), lconst * rconst
+        if not left:
+            return _scale(right, lconst), lconst * rconst
+    return {structure_key(expr): (expr, 1)}, 0
+
+
+def _scale(terms: Terms, factor: int) -> Terms:
+    if factor == 0:
+        return {}
+    return {key: (atom, coeff * factor) for key, (atom, coeff) in terms.items()}
+
+
+def _merge(left: Terms, right: Terms) -> Terms:
+    merged = dict(left)
+    for key, (atom, coeff) in right.items():
+        total = merged[key][1] + coeff if key in merged else coeff
+        if total:
+            merged[key] = (atom, total)
+        else:
+            merged.pop(key, None)
+    return merged
+
+
+def _rebuild(terms: Terms, const: int, dtype: DataType) -> Expr:
+    """The expression of a linear form, positive terms first, the constant last."""
+    ordered = sorted(terms.values(), key=lambda t: t[1] < 0)
+    result: Expr | None = None
+    if ordered and ordered[0][1] < 0 and const > 0:
+        result, const = Const(const, dtype), 0  # 1 - x rather than -x + 1
+    for atom, coeff in ordered:
+        magnitude = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dtype), dtype)
+        if result is None:
+            result = magnitude if coeff > 0 else Unary("neg", magnitude, dtype)
+        else:
+            result = Binary("add" if coeff > 0 else "sub", result, magnitude, dtype)
+    if result is None:
+        return Const(const, dtype)
+    if const:
+        result = Binary("add" if const > 0 else "sub", result, Const(abs(const), dtype), dtype)
+    return result
+
+
+def _split(expr: Expr, divisor: int, env: RangeEnv) -> tuple[Expr, Expr, DataType] | None:
+    """``expr == divisor * quotient + rest`` with both parts provably non-negative, or None."""
+    dtype = expr.type
+    assert isinstance(dtype, DataType)
+    terms, const = _linear(expr)
+    whole: Terms = {k: (a, c // divisor) for k, (a, c) in terms.items() if c % divisor == 0}
+    rest: Terms = {k: t for k, t in terms.items() if k not in whole}
+    quotient = _rebuild(whole, const // divisor if const >= 0 else 0, dtype)
+    remainder = _rebuild(rest, const % divisor if const >= 0 else const, dtype)
+    if not (_nonnegative(quotient, env) and _nonnegative(remainder, env)):
+        return None
+    return quotient, remainder, dtype
+
+
+def _nonnegative(expr: Expr, env: RangeEnv) -> bool:
+    bounds = interval(expr, env)
+    return bounds is not None and bounds[0] >= 0
+
+
+def _below(expr: Expr, limit: int, env: RangeEnv) -> bool:
+    bounds: Interval | None = interval(expr, env)
+    return bounds is not None and bounds[0] >= 0 and bounds[1] < limit
+
+
+def _floordiv(a: Expr, c: int, dtype: DataType, env: RangeEnv) -> Expr:
+    if c == 1:
+        return a
+    if isinstance(a, Const):
+        return Const(c_div(int(a.value), c), dtype)
+    if _below(a, c, env):
+        return Const(0, dtype)
+    if isinstance(a, Binary) and a.op == "floordiv" and isinstance(a.b, Const) and a.b.value > 0:
+        # (x / p) / q == x / (p * q) for C's truncating division, whatever the sign of x.
+        return _floordiv(a.a, int(a.b.value) * c, dtype, env)
+    parts = _split(a, c, env)
+    if parts is not None and not (isinstance(parts[0], Const) and parts[0].value == 0):
+        quotient, remainder, _ = parts
+        rest = _floordiv(remainder, c, dtype, env)
+        return _rebuild(*_merge_linear(quotient, rest), dtype)
+    return Binary("floordiv", a, Const(c, dtype), dtype)
+
+
+def _mod(a: Expr, c: int, dtype: DataType, env: RangeEnv) -> Expr:
+    if c == 1:
+        return Const(0, dtype)
+    if isinstance(a, Const):
+        return Const(c_mod(int(a.value), c), dtype)
+    if _below(a, c, env):
+        return a
+    if (isinstance(a, Binary) and a.op == "mod" and isinstance(a.b, Const) and a.b.value % c == 0
+            and _nonnegative(a.a, env)):
+        return _mod(a.a, c, dtype, env)
+    parts = _split(a, c, env)
+    if parts is not None and not (isinstance(parts[0], Const) and parts[0].value == 0):
+        return _mod(parts[1], c, dtype, env)
+    return Binary("mod", a, Const(c, dtype), dtype)
+
+
+def _merge_linear(a: Expr, b: Expr) -> tuple[Terms, int]:
+    left, lconst = _linear(a)
+    right, rconst = _linear(b)
+    return _merge(left, right), lconst + rconst
+
+
+def _compare(node: Binary, env: RangeEnv) -> Expr:
+    a, b = node.a, node.b
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(_COMPARE[node.op](a.value, b.value), boolean)
+    if not isinstance(a.type, DataType) or not a.type.is_integer:
+        return node
+    left, right = interval(a, env), interval(b, env)
+    if left is None or right is None:
+        return node
+    (alo, ahi), (blo, bhi) = left, right
+    decided = {
+        "lt": (ahi < blo, alo >= bhi), "le": (ahi <= blo, alo > bhi),
+        "gt": (alo > bhi, ahi <= blo), "ge": (alo >= bhi, ahi < blo),
+        "eq": (alo == ahi == blo == bhi, ahi < blo or alo > bhi),
+        "ne": (ahi < blo or alo > bhi, alo == ahi == blo == bhi),
+    }[node.op]
+    if decided[0]:
+        return Const(True, boolean)
+    if decided[1]:
+        return Const(False, boolean)
+    return node
+
+
+def _logical(node: Binary) -> Expr:
+    a, b = node.a, node.b
+    absorbing = node.op == "or"  # true absorbs ||, false absorbs &&
+    for first, second in ((a, b), (b, a)):
+        if isinstance(first, Const):
+            return first if first.value == absorbing else second
+    return node
+
+
+def _unary(node: Unary) -> Expr:
+    a = node.a
+    if isinstance(a, Const):
+        if node.op == "not":
+            return Const(not a.value, boolean)
+        if node.op == "neg":
+            return Const(-a.value, node.type)
+        if node.op == "bitnot":
+            return Const(~int(a.value), node.type)
+    if node.op == "not" and isinstance(a, Unary) and a.op == "not":
+        return a.a
+    if node.op == "neg" and isinstance(a, Unary) and a.op == "neg":
+        return a.a
+    if node.op == "neg" and isinstance(a.type, DataType) and a.type.is_integer:
+        return _rebuild(*_linear(node), node.type)
+    return node

@@ -1,0 +1,84 @@
+"""Simplification of statements: fold every expression with the ranges known at its position.
+
+Loop indices range over their extent, ``const`` locals over their value's range, and the then-branch
+of ``if (x < c)`` knows ``x < c``. Branches on a constant condition are replaced by the taken branch,
+loops of extent 0 vanish and loops of extent 1 become their body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from compiler.ir.bounds import RangeEnv, interval
+from compiler.ir.expr import Binary, BuiltinVar, Const, Expr, Var
+from compiler.ir.rewrite import map_children, substitute
+from compiler.ir.simplify import simplify_expr
+from compiler.ir.stmt import Body, Declare, For, If, Stmt, While
+from compiler.ir.types import i32
+
+
+def simplify_body(body: Body, env: RangeEnv) -> Body:
+    """``body`` simplified under ``env`` (see the module docstring)."""
+    out: list[Stmt] = []
+    for stmt in body:
+        simplified, env = _statement(stmt, env)
+        out.extend(simplified)
+    return tuple(out)
+
+
+def _statement(stmt: Stmt, env: RangeEnv) -> tuple[Body, RangeEnv]:
+    if isinstance(stmt, If):
+        cond = simplify_expr(stmt.cond, env)
+        if isinstance(cond, Const):
+            return simplify_body(stmt.then if cond.value else stmt.otherwise, env), env
+        then = simplify_body(stmt.then, _assume(cond, env))
+        otherwise = simplify_body(stmt.otherwise, env)
+        if not then and not otherwise:
+            return (), env
+        return (If(cond, then, otherwise),), env
+    if isinstance(stmt, For):
+        extent = simplify_expr(stmt.extent, env)
+        if isinstance(extent, Const) and extent.value <= 0:
+            return (), env
+        if isinstance(extent, Const) and extent.value == 1:
+            inlined = tuple(substitute(s, {stmt.var: Const(0, i32)}) for s in stmt.body)
+            return simplify_body(inlined, env), env
+        bounds = interval(extent, env)
+        inner = env if bounds is None else env.with_var(stmt.var, (0, max(bounds[1] - 1, 0)))
+        return (replace(stmt, extent=extent, body=simplify_body(stmt.body, inner)),), env
+    if isinstance(stmt, While):
+        return (While(simplify_expr(stmt.cond, env), simplify_body(stmt.body, env)),), env
+    if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:
+        init = simplify_expr(stmt.init, env)
+        bounds = interval(init, env)
+        known = env if bounds is None else env.with_var(stmt.var, bounds)
+        return (replace(stmt, init=init),), known
+    return (map_children(stmt, lambda e: _expr(e, env), lambda b: simplify_body(b, env)),), env
+
+
+def _expr(expr: Expr, env: RangeEnv) -> Expr:
+    # Binders (the variable of a Declare or Assign) pass through untouched.
+    return expr if isinstance(expr, Var) else simplify_expr(expr, env)
+
+
+def _assume(cond: Expr, env: RangeEnv) -> RangeEnv:
+    """``env`` narrowed by the facts ``cond`` guarantees (``x < c`` and conjunctions of those)."""
+    if not isinstance(cond, Binary):
+        return env
+    if cond.op == "and":
+        return _assume(cond.b, _assume(cond.a, env))
+    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Binary) and (
+            cond.a.op == "add" and isinstance(cond.a.b, Const)):
+        # x + c < limit  is  x < limit - c
+        shifted = Const(int(cond.b.value) - int(cond.a.b.value), cond.b.type)
+        return _assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
+    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Var | BuiltinVar):
+        limit = int(cond.b.value) - (1 if cond.op == "lt" else 0)
+        known = interval(cond.a, env)
+        if known is None:
+            return env
+        bounds = (known[0], min(known[1], limit))
+        if isinstance(cond.a, Var):
+            return env.with_var(cond.a, bounds)
+        return env.with_builtin(cond.a.name, bounds)
+    return env

@@ -1,0 +1,97 @@
+"""Value types of the kernel IR: scalars, 2/4-lane vectors and pointers.
+
+Scalar types are singletons compared by value (``f32 == DataType("f32", ...)``); every IR expression
+carries one of these types, and binary operators demand equal types on both sides (a Python literal
+takes the type of the other operand), so a mix such as ``f32 + i32`` is an error, not a silent cast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ScalarKind = Literal["float", "int", "uint", "bool"]
+
+
+@dataclass(frozen=True)
+class DataType:
+    """A scalar element type: ``name`` is warpmap's short name, ``dtype`` the numpy-style name."""
+
+    name: str
+    dtype: str
+    kind: ScalarKind
+    nbytes: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class VectorType:
+    """``lanes`` scalars moved as one 8- or 16-byte value (``float4``, ``int2`` ...)."""
+
+    element: DataType
+    lanes: int
+
+    def __post_init__(self) -> None:
+        if self.element.kind not in ("float", "int", "uint") or self.element.nbytes != 4:
+            raise TypeError(f"vectors hold 4-byte float/int/uint elements, not {self.element}")
+        if self.lanes not in (2, 4):
+            raise TypeError(f"vectors have 2 or 4 lanes, not {self.lanes}")
+
+    @property
+    def nbytes(self) -> int:
+        return self.element.nbytes * self.lanes
+
+    def __repr__(self) -> str:
+        return f"{self.element}x{self.lanes}"
+
+
+@dataclass(frozen=True)
+class PointerType:
+    """A pointer to global memory holding ``element`` values; ``const`` if the kernel only reads it."""
+
+    element: DataType
+    const: bool = False
+
+    def __repr__(self) -> str:
+        return f"{'const ' if self.const else ''}{self.element}*"
+
+
+Type = DataType | VectorType | PointerType
+
+f32 = DataType("f32", "float32", "float", 4)
+f16 = DataType("f16", "float16", "float", 2)
+bf16 = DataType("bf16", "bfloat16", "float", 2)
+i32 = DataType("i32", "int32", "int", 4)
+u32 = DataType("u32", "uint32", "uint", 4)
+boolean = DataType("bool", "bool", "bool", 1)
+
+SCALAR_TYPES: tuple[DataType, ...] = (f32, f16, bf16, i32, u32, boolean)
+
+
+def ptr(element: DataType, *, const: bool = False) -> PointerType:
+    """The type of a kernel parameter pointing at ``element`` values: ``ptr(f32)`` is ``float*``."""
+    return PointerType(element, const)
+
+
+def vec(element: DataType, lanes: int) -> VectorType:
+    """A vector type: ``vec(f32, 4)`` is ``float4``."""
+    return VectorType(element, lanes)
+
+
+def scalar_type(name: str) -> DataType:
+    """The scalar type called ``name`` (``"f32"`` or ``"float32"``)."""
+    for dtype in SCALAR_TYPES:
+        if name in (dtype.name, dtype.dtype):
+            return dtype
+    known = ", ".join(d.name for d in SCALAR_TYPES)
+    raise ValueError(f"unknown scalar type {name!r}; known: {known}")
