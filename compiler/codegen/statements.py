@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from compiler.codegen.dialect import Dialect
 from compiler.codegen.expressions import ExprRenderer, type_name
 from compiler.codegen.names import CodegenError, Names
-from compiler.ir.expr import Binary, Load, structurally_equal
+from compiler.ir.expr import Binary, Load
+from compiler.ir.rewrite import structurally_equal
 from compiler.ir.stmt import (
     Assign,
     Body,

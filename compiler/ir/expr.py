@@ -378,28 +378,3 @@ def binary(op: str, left: Any, right: Any) -> Expr:
     if (op in ("floordiv", "mod") or op in BITWISE) and not dtype.is_integer:
         raise TypeError(f"{symbol} needs integer operands, got {a!r} of type {dtype}")
     return Binary(op, a, b, dtype)
-
-
-def is_const(expr: Expr, value: int | float | None = None) -> bool:
-    """Whether ``expr`` is a constant (equal to ``value`` when given)."""
-    return isinstance(expr, Const) and (value is None or expr.value == value)
-
-
-def structurally_equal(a: Expr, b: Expr) -> bool:
-    """Whether two expressions are the same tree (variables compared by identity)."""
-    return structure_key(a) == structure_key(b)
-
-
-def structure_key(node: Any) -> Any:
-    """A hashable key equal for structurally equal trees (variables by identity)."""
-    if isinstance(node, Var):
-        return ("var", id(node))
-    if isinstance(node, Expr):
-        fields = getattr(node, "__dataclass_fields__", {})
-        return (type(node).__name__, *(structure_key(getattr(node, f)) for f in fields))
-    if isinstance(node, tuple):
-        return tuple(structure_key(x) for x in node)
-    if isinstance(node, float | int | bool | str | None | DataType | VectorType | PointerType):
-        return node
-    return ("obj", id(node))
-

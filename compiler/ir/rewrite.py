@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from compiler.ir.expr import Expr, Var
 from compiler.ir.stmt import Body, Declare, For, Stmt
+from compiler.ir.types import DataType, PointerType, VectorType
 
 Node = TypeVar("Node", Expr, Stmt)
 
@@ -99,3 +100,23 @@ def fresh_copy(body: Body) -> Body:
 
     # Binders are expression fields too, so one substitution renames declarations and uses alike.
     return tuple(substitute(s, renamed) for s in body)
+
+
+def structurally_equal(a: Expr, b: Expr) -> bool:
+    """Whether two expressions are the same tree (variables compared by identity)."""
+    return structure_key(a) == structure_key(b)
+
+
+def structure_key(node: Any) -> Any:
+    """A hashable key equal for structurally equal trees (variables by identity)."""
+    if isinstance(node, Var):
+        return ("var", id(node))
+    if isinstance(node, Expr):
+        fields = getattr(node, "__dataclass_fields__", {})
+        return (type(node).__name__, *(structure_key(getattr(node, f)) for f in fields))
+    if isinstance(node, tuple):
+        return tuple(structure_key(x) for x in node)
+    if isinstance(node, float | int | bool | str | None | DataType | VectorType | PointerType):
+        return node
+    return ("obj", id(node))
+

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compiler.ir.bounds import Interval, RangeEnv, interval
-from compiler.ir.expr import Binary, Cast, Const, Expr, Select, Unary, structure_key
-from compiler.ir.rewrite import map_children
+from compiler.ir.expr import Binary, Cast, Const, Expr, Select, Unary
+from compiler.ir.rewrite import map_children, structure_key
 from compiler.ir.types import DataType, boolean
 
 _COMPARE: dict[str, Callable[[int | float, int | float], bool]] = {
