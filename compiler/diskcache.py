@@ -152,16 +152,23 @@ class DiskCache:
         return None if found is None else found[0]
 
     def _lookup(self, key: str) -> tuple[Path, bytes] | None:
-        for candidate in sorted(self._candidates(key), key=_mtime_ns, reverse=True):
-            try:
-                data = candidate.read_bytes()
-            except OSError:
-                continue  # evicted or replaced between listing and reading
-            if _digest(data) != candidate.name.rsplit(".", 1)[1]:
-                _unlink(candidate)
-                continue
-            _touch(candidate)
-            return candidate, data
+        # A writer may supersede the listed payload between listing and reading; the newer one was
+        # published before the older one was removed, so listing again finds it.
+        for _ in range(3):
+            vanished = False
+            for candidate in sorted(self._candidates(key), key=_mtime_ns, reverse=True):
+                try:
+                    data = candidate.read_bytes()
+                except FileNotFoundError:
+                    vanished = True
+                    continue
+                if _digest(data) != candidate.name.rsplit(".", 1)[1]:
+                    _unlink(candidate)
+                    continue
+                _touch(candidate)
+                return candidate, data
+            if not vanished:
+                break
         return None
 
     def _candidates(self, key: str) -> list[Path]:
@@ -179,7 +186,9 @@ class DiskCache:
         """Store ``data`` under ``key`` (atomically) and return the entry's path."""
         shard = self._shard(key)
         final = shard / f"{key}.{_digest(data)}"
-        if final.exists():
+        if _size(final) == len(data) and final.exists():
+            # Same key and digest already stored (a concurrent or repeated build): keep it. A torn
+            # file of another size falls through and is replaced.
             _touch(final)
             return final
         temp = shard / f"{_TEMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}"
@@ -189,6 +198,9 @@ class DiskCache:
             try:
                 with open(temp, "wb") as handle:
                     handle.write(data)
+                # Stamp before publishing, so the entry never appears with a coarse timestamp that
+                # could make a concurrent writer of the same key take it for an older payload.
+                _touch(temp)
                 os.replace(temp, final)
                 break
             except FileNotFoundError:
@@ -198,10 +210,12 @@ class DiskCache:
             except BaseException:
                 _unlink(temp)
                 raise
-        _touch(final)
+        # Older payloads of the same key are superseded. Only strictly older ones: two writers of
+        # different payloads racing on one key must not delete each other's entry.
+        written = _mtime_ns(final)
         replaced = 0
         for stale in self._candidates(key):
-            if stale != final:
+            if stale != final and _mtime_ns(stale) < written:
                 replaced += _size(stale)
                 _unlink(stale)
         self._account(len(data) - replaced, keep=final)

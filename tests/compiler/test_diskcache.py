@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -172,41 +173,103 @@ def test_pickles_for_worker_processes(tmp_path: Path) -> None:
     assert copy.get("k") == b"v"
 
 
+def test_entry_is_invisible_until_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = DiskCache(tmp_path, max_bytes=1 << 20)
+    data = _payload(7, 50_000)
+    published: list[Path] = []
+    real_replace = os.replace
+
+    def checked_replace(source: str | Path, target: str | Path) -> None:
+        # The moment before publication: the whole payload is written, and no reader can see it.
+        assert Path(source).read_bytes() == data
+        assert Path(source).name.startswith(".")
+        assert cache.get("fresh") is None and cache.path("fresh") is None
+        assert cache.stats().entries == 0
+        real_replace(source, target)
+        published.append(Path(target))
+
+    monkeypatch.setattr("compiler.diskcache.os.replace", checked_replace)
+    path = cache.put("fresh", data)
+    assert published == [path]
+    assert cache.get("fresh") == data
+
+
+def test_put_repairs_a_torn_entry(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, max_bytes=10_000)
+    data = _payload(3, 300)
+    path = cache.put("torn", data)
+    path.write_bytes(data[:100])
+    assert cache.put("torn", data) == path
+    assert path.read_bytes() == data
+    assert cache.get("torn") == data
+
+
+def test_newer_payload_supersedes_older(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, max_bytes=10_000)
+    old = cache.put("key", b"old payload")
+    new = cache.put("key", b"new payload")
+    assert not old.exists() and new.exists()
+    assert cache.get("key") == b"new payload"
+
+
 # -- several processes at once -----------------------------------------------------------------
 
 _KEYS = [f"shared{i}" for i in range(6)]
-_BIG = 256 * 1024
+_WRITERS = 4
+_ROUNDS = 3
+_BIG = 128 * 1024
 
 
-def _writer(root: str, worker: int, rounds: int) -> None:
+def _version(key_index: int, round_: int) -> bytes:
+    return _payload(key_index * 10 + round_, _BIG)
+
+
+def _own(worker: int, round_: int, key_index: int) -> tuple[str, bytes]:
+    return f"own{worker}x{round_}x{key_index}", _payload(worker * 100 + round_ * 10 + key_index, 8192)
+
+
+def _expected() -> dict[str, set[bytes]]:
+    """Every key the writers store, with the payloads it may validly hold."""
+    valid = {key: {_version(i, r) for r in range(_ROUNDS)} for i, key in enumerate(_KEYS)}
+    for w, r, i in itertools.product(range(_WRITERS), range(_ROUNDS), range(len(_KEYS))):
+        key, data = _own(w, r, i)
+        valid[key] = {data}
+    return valid
+
+
+def _writer(root: str, worker: int) -> None:
     cache = DiskCache(Path(root), max_bytes=1 << 30)
-    for r in range(rounds):
+    for r in range(_ROUNDS):
         for i, key in enumerate(_KEYS):
-            # Every writer stores the same payload for a key (content addressing), plus its own keys.
-            cache.put(key, _payload(i, _BIG))
-            cache.put(f"own{worker}x{r}x{i}", _payload(worker * 100 + i, 4096))
+            # Every writer replaces the shared keys round after round, racing the others and the reader.
+            cache.put(key, _version(i, (r + worker) % _ROUNDS))
+            cache.put(*_own(worker, r, i))
 
 
 def _reader(root: str, writers_done: Event, queue: multiprocessing.Queue) -> None:
     cache = DiskCache(Path(root), max_bytes=1 << 30)
-    expected = {key: _payload(i, _BIG) for i, key in enumerate(_KEYS)}
-    seen = bad = 0
+    valid = _expected()
+    seen = bad = lost = 0
+    found: set[str] = set()
     last_pass = False
     while not last_pass:
         last_pass = writers_done.is_set()
-        for key, want in expected.items():
+        for key, versions in valid.items():
             got = cache.get(key)
-            if got is not None:
-                seen += 1
-                bad += got != want
-    queue.put((seen, bad))
+            if got is None:
+                lost += key in found  # once stored, a key stays readable (nothing is evicted here)
+                continue
+            found.add(key)
+            seen += 1
+            bad += got not in versions
+    queue.put((seen, bad, lost))
 
 
 def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     writers_done = ctx.Event()
-    writers = [ctx.Process(target=_writer, args=(str(tmp_path), w, 4)) for w in range(4)]
+    writers = [ctx.Process(target=_writer, args=(str(tmp_path), w)) for w in range(_WRITERS)]
     reader = ctx.Process(target=_reader, args=(str(tmp_path), writers_done, queue))
     for proc in [reader, *writers]:
         proc.start()
@@ -214,13 +277,13 @@ def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
         proc.join(timeout=60)
         assert proc.exitcode == 0
     writers_done.set()
-    seen, bad = queue.get(timeout=60)
+    seen, bad, lost = queue.get(timeout=60)
     reader.join(timeout=60)
     assert reader.exitcode == 0
-    assert bad == 0
-    assert seen >= len(_KEYS)  # at least the pass after the writers finished found every key
+    assert bad == 0  # never a partial or mixed payload
+    assert lost == 0
+    assert seen >= len(_expected())  # at least the pass after the writers finished found every key
     cache = DiskCache(tmp_path, max_bytes=1 << 30)
-    for i, key in enumerate(_KEYS):
-        assert cache.get(key) == _payload(i, _BIG)
-    assert cache.stats().entries == len(_KEYS) + 4 * 4 * len(_KEYS)
+    for key, versions in _expected().items():
+        assert cache.get(key) in versions, key  # the reader's checks deleted nothing in flight
     assert not list(tmp_path.rglob(".tmp-*"))
