@@ -11,6 +11,7 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from db.migrate import VERSION_TABLE
@@ -48,9 +49,18 @@ def _url() -> str:
     return str(url)
 
 
+#: Any fixed number: the PostgreSQL advisory lock that serialises concurrent ``upgrade`` calls.
+MIGRATION_LOCK_ID = 0x776D6D67
+
+
 def _run(connection: Connection) -> None:
     _configure(connection=connection)
     with context.begin_transaction():
+        # Several service processes may start together and all run the migrations. On PostgreSQL the
+        # first takes this lock and the others wait, then find the schema current; on SQLite the
+        # engine's BEGIN IMMEDIATE already serialises them.
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": MIGRATION_LOCK_ID})
         context.run_migrations()
 
 

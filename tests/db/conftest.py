@@ -9,6 +9,7 @@ template, so tests never see each other's rows.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -20,8 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from db.migrate import upgrade
@@ -106,10 +107,12 @@ class PostgresServer:
         """A new database (a copy of ``template`` if given); returns its name."""
         name = f"wm_{uuid.uuid4().hex[:12]}"
         clause = f" TEMPLATE {template}" if template else ""
-        with psycopg.connect(
-            f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
-        ) as c:
-            c.execute(f"CREATE DATABASE {name}{clause}")
+        engine = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as connection:
+                connection.execute(text(f"CREATE DATABASE {name}{clause}"))
+        finally:
+            engine.dispose()
         return name
 
 
@@ -143,6 +146,8 @@ def postgres_server() -> Iterator[PostgresServer]:
     bin_dir = find_bin_dir()
     if bin_dir is None:
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin")
+    if importlib.util.find_spec("psycopg") is None:
+        pytest.skip("the psycopg driver is not installed (pip install -e '.[dev]' brings it)")
     server = start_server(bin_dir)
     try:
         yield server

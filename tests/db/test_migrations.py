@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
+from typing import Any
 
 import optuna
 import pytest
@@ -126,3 +128,21 @@ def test_migrations_leave_application_loggers_enabled(empty_url: str) -> None:
 def test_unknown_revision_is_a_clear_error(empty_url: str) -> None:
     with pytest.raises(DatabaseError, match="nosuch"):
         upgrade(empty_url, "nosuch")
+
+
+def _upgrade_after(url: str, start: Any) -> None:
+    start.wait(timeout=60)
+    upgrade(url)
+
+
+def test_concurrent_upgrades_at_service_start(empty_url: str) -> None:
+    """Several service processes starting at once all run ``upgrade``; all succeed, once."""
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(4)
+    processes = [context.Process(target=_upgrade_after, args=(empty_url, start)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [p.exitcode for p in processes] == [0, 0, 0, 0]
+    assert current_revision(empty_url) == head_revision()
