@@ -195,10 +195,15 @@ def to_export_record(kernel: CachedKernel) -> dict[str, Any]:
 
 
 def export_jsonl(*, session: Session, stream: TextIO, where: KernelFilter = KernelFilter()) -> int:
-    """Write matching kernels to ``stream``, one JSON object a line; returns how many."""
+    """Write matching kernels to ``stream``, one JSON object a line; returns how many.
+
+    Rows are fetched in small batches, so exporting a large cache does not hold it all in memory.
+    """
+    query = _filtered(kernel_query(), where).order_by(Kernel.id).execution_options(yield_per=64)
     count = 0
-    for kernel in list_kernels(session=session, where=where):
-        stream.write(json.dumps(to_export_record(kernel), sort_keys=True, separators=(",", ":")) + "\n")
+    for row in session.execute(query):
+        record = to_export_record(to_cached_kernel(row))
+        stream.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
         count += 1
     return count
 
@@ -253,13 +258,15 @@ def read_export(lines: Iterable[str]) -> Iterator[Entry]:
 
 
 def import_jsonl(*, session: Session, stream: TextIO) -> ImportReport:
-    """Merge an export into the cache. The whole file is checked before anything is written, so a
-    malformed file changes nothing.
+    """Merge an export into the cache, line by line, in the caller's transaction.
+
+    A malformed line raises :class:`ImportFormatError`; :func:`db.session.session_scope` then rolls
+    back the whole import, so a bad file changes nothing.
     """
-    entries = list(read_export(stream))
-    stored = 0
-    for workload, device, toolchain, result in entries:
+    read = stored = 0
+    for workload, device, toolchain, result in read_export(stream):
+        read += 1
         stored += save_kernel(
             session=session, workload=workload, device=device, toolchain=toolchain, result=result
         )
-    return ImportReport(read=len(entries), stored=stored, kept=len(entries) - stored)
+    return ImportReport(read=read, stored=stored, kept=read - stored)
