@@ -31,7 +31,7 @@ import numpy as np
 from compiler.source import KernelSource, Param
 
 from . import errors
-from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime
+from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel
 
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
@@ -222,6 +222,16 @@ def _scalar_bytes(kernel: KernelSource, p: Param, value: object) -> bytes:
     return arr.tobytes().ljust(8, b"\0")
 
 
+def _open_binary(binary: EmuBinary, config: EmuConfig) -> int:
+    """A descriptor for the kernel library; the child loads it through /proc/self/fd, so a concurrent
+    cache eviction after this point cannot pull it away. Rebuilt if it was evicted already."""
+    try:
+        return os.open(binary.path, os.O_RDONLY)
+    except FileNotFoundError:
+        rebuilt = compile_kernel(binary.kernel, config=config, detect_races=binary.detect_races)
+        return os.open(rebuilt.path, os.O_RDONLY)
+
+
 def _wait(pid: int, timeout_s: float) -> int | None:
     """The child's wait status, or None if it ran past ``timeout_s`` (it is then killed and reaped)."""
     pidfd = os.pidfd_open(pid)
@@ -285,7 +295,7 @@ def launch(
             else:
                 ctypes.memmove(addr_scalars + 8 * i, _scalar_bytes(kernel, p, a), 8)
                 argv[i] = addr_scalars + 8 * i
-        fd = os.open(binary.path, os.O_RDONLY)
+        fd = _open_binary(binary, cfg)
         try:
             desc = _Desc(
                 f"/proc/self/fd/{fd}".encode(),
