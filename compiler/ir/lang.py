@@ -151,16 +151,22 @@ def var(name: str, dtype: DataType, init: Any = None) -> Var:
     if value is not None and value.type != dtype:
         raise TypeError(f"local {name!r} of {dtype} initialised with {value!r} of type {value.type}")
     variable = Var(name, dtype)
-    active_builder().emit(Declare(variable, value))
+    builder = active_builder()
+    builder.declare_mutable(variable)
+    builder.emit(Declare(variable, value))
     return variable
 
 
 def assign(variable: Var, value: Any) -> None:
     """``variable = value;`` (Python's ``=`` cannot be overloaded)."""
+    builder = active_builder()
+    if not isinstance(variable, Var) or not builder.is_mutable(variable):
+        # Loop indices and let values may be relied on (ranges, folding): only var() locals change.
+        raise TypeError(f"cannot assign to {variable!r}: only locals declared with var() are mutable")
     expr = as_expr(value, variable.type)
     if expr.type != variable.type:
         raise TypeError(f"cannot assign {expr!r} of type {expr.type} to {variable.name} of {variable.type}")
-    active_builder().emit(Assign(variable, expr))
+    builder.emit(Assign(variable, expr))
 
 
 def range_(extent: Any, *, name: str = "k", unroll: bool | int = False) -> Iterator[Var]:

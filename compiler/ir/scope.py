@@ -22,6 +22,14 @@ class StatementBuilder:
 
     def __init__(self) -> None:
         self._bodies: list[list[Stmt]] = [[]]
+        self._mutable: set[int] = set()
+
+    def declare_mutable(self, var: object) -> None:
+        """Allow ``assign`` to ``var``, a ``var()`` local (loop indices and ``let`` values stay fixed)."""
+        self._mutable.add(id(var))
+
+    def is_mutable(self, var: object) -> bool:
+        return id(var) in self._mutable
 
     @property
     def depth(self) -> int:

@@ -111,6 +111,11 @@ def test_let_names_a_value_and_while_loops():
         with while_(count < lane):
             assign(count, count + 1)
         out[lane] = count
+    with pytest.raises(TypeError, match="only locals declared with var"), kernel("k", block=32):
+        assign(let("fixed", threadIdx.x), 1)
+    with pytest.raises(TypeError, match="only locals declared with var"), kernel("k", block=32):  # noqa: PT012
+        for step in range_(4):
+            assign(step, 0)
     declare, _, loop, _ = k.kernel.body
     assert isinstance(declare, Declare) and declare.const and isinstance(declare.var, Var)
     assert isinstance(loop, While)
