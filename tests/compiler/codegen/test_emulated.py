@@ -9,8 +9,20 @@ from compiler.codegen import render_cuda
 from compiler.ir import lower
 from compiler.ir.evaluate import evaluate_expr
 from compiler.ir.expr import Const, Expr
-from compiler.ir.intrinsics import cast, logical_and, select, shfl_xor_sync
-from compiler.ir.lang import assign, atomic_add, blockIdx, if_, kernel, let, range_, threadIdx, var
+from compiler.ir.intrinsics import cast, extern_call, lane, logical_and, make_vector, select, shfl_xor_sync
+from compiler.ir.lang import (
+    assign,
+    atomic_add,
+    blockIdx,
+    call,
+    if_,
+    kernel,
+    let,
+    range_,
+    sync_threads,
+    threadIdx,
+    var,
+)
 from compiler.ir.types import f16, f32, i32
 from compiler.mapping import repeat
 
@@ -92,3 +104,23 @@ def test_mapped_tile_copy_with_bound_checks_and_unrolled_loops():
     b = np.full_like(a, np.nan)
     emu.run(render_cuda(lower(k.kernel)), [a, b])
     np.testing.assert_allclose(b, a * 6, rtol=1e-6)
+
+
+def test_dynamic_shared_async_copies_and_vectors():
+    with kernel("stage", block=32) as k:
+        src = k.tensor("src", f32, (32, 4), const=True)
+        dst = k.tensor("dst", f32, (32, 4))
+        staged = k.dynamic_shared("staged", f32, (32, 4), byte_offset=256)
+        call(extern_call("wm_cp_async_16", staged.address(threadIdx.x, 0), src.address(threadIdx.x, 0), 16))
+        call(extern_call("wm_cp_async_commit"))
+        call(extern_call("wm_cp_async_wait", template_args=(0,)))
+        sync_threads()
+        quad = let("quad", staged.load_vector(31 - threadIdx.x, 0))
+        reversed_quad = make_vector(*(lane(quad, 3 - n) for n in range(4)))
+        dst.store_vector((threadIdx.x, 0), reversed_quad)
+    source = render_cuda(lower(k.kernel))
+    assert source.shared_bytes == 256 + 32 * 16
+    a = np.random.default_rng(9).standard_normal((32, 4)).astype(np.float32)
+    b = np.full_like(a, np.nan)
+    emu.run(source, [a, b])
+    np.testing.assert_array_equal(b, a[::-1, ::-1])
