@@ -1,8 +1,8 @@
 """Efficient SIMT matrix multiplication, C = A @ B in float32, written with task mappings.
 
 The kernel of Hidet's "more efficient matmul" gallery example: a block of 4 x 2 warps computes a
-64 x 256 tile of C; each warp repeats its 32 x 64 footprint 2 x 2 times, its lanes form a 2 x 16 grid,
-and each lane computes 4 x 4 elements per repeat (8 x 8 accumulators). The K dimension advances
+64 x 256 tile of C. Each warp owns 16 x 128 of it, covered 2 x 2 times by an 8 x 64 footprint: its
+lanes form a 2 x 16 grid and each lane computes 4 x 4 elements per repeat (8 x 8 accumulators). The K dimension advances
 8 at a time through two shared-memory buffers: while the block multiplies one tile, every thread
 has already fetched its share of the next tile into registers, and stores it into the other buffer
 afterwards, so a single barrier per step suffices. Edges of any M, N, K are predicated.
