@@ -24,7 +24,6 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -155,9 +154,10 @@ class _SharedRegion:
 
 
 @functools.cache
-def _runtime(path: Path) -> ctypes.CDLL:
+def _runtime(config: EmuConfig) -> ctypes.CDLL:
+    """The runtime library, built (or found in the cache) and loaded once per process and config."""
     # RTLD_GLOBAL: kernel libraries leave the runtime's symbols undefined and bind to these.
-    lib = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    lib = ctypes.CDLL(str(build_runtime(config)), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
     lib.wm_launch_fork.restype = ctypes.c_long
     lib.wm_launch_fork.argtypes = (ctypes.POINTER(_Desc),)
     return lib
@@ -260,7 +260,7 @@ def launch(
     _check_args(kernel, args)
     if timeout_s <= 0:
         raise ValueError(f"{kernel.entry}: timeout_s must be positive, got {timeout_s}")
-    lib = _runtime(build_runtime(cfg))
+    lib = _runtime(cfg)
     pointers = [(p, a) for p, a in zip(kernel.params, args, strict=True) if p.pointer]
     slots, total = _layout([a.nbytes for _, a in pointers], check_bounds)  # type: ignore[union-attr]
     start = time.perf_counter()

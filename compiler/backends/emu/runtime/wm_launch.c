@@ -24,6 +24,13 @@
 #define WM_ALTSTACK (64u * 1024u)
 
 static const wm_launch_desc *g_desc;
+/* Fiber stacks with their guard pages, mapped once in the launching process and reused by every
+ * launch: a forked child inherits the mapping and its guards (so it makes no mmap or mprotect call),
+ * and because the mapping is private and never touched here, each child writes its own fresh pages,
+ * so concurrent launches cannot disturb each other. */
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *g_pool;
+static size_t g_pool_bytes, g_pool_stride, g_pool_stacks;
 static void *g_handle;
 static uint32_t g_next_block;
 static uint32_t g_num_blocks;
@@ -150,16 +157,11 @@ static void *wm_worker_main(void *arg) {
     w->nwarps = (w->nthreads + WM_WARP - 1) / WM_WARP;
     w->fibers = (wm_fiber *)calloc(w->nthreads, sizeof(wm_fiber));
     w->warps = (wm_warp *)calloc(w->nwarps, sizeof(wm_warp));
-    w->stacks_bytes = (size_t)w->nthreads * ((size_t)d->stack_bytes + WM_PAGE);
-    w->stacks = (char *)mmap(NULL, w->stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-                             MAP_NORESERVE, -1, 0);
+    w->stacks_bytes = (size_t)w->nthreads * g_pool_stride;
+    w->stacks = g_pool + (size_t)(uintptr_t)arg * w->stacks_bytes;
     w->altstack = malloc(WM_ALTSTACK);
-    if (!w->fibers || !w->warps || w->stacks == MAP_FAILED || !w->altstack) {
-        wm_fail(WM_ERR_CRASH, "out of memory for %u fibers of %llu KiB", w->nthreads,
-                (unsigned long long)(d->stack_bytes / 1024));
-    }
-    for (uint32_t i = 0; i < w->nthreads; i++) {
-        mprotect(w->stacks + (size_t)i * ((size_t)d->stack_bytes + WM_PAGE), WM_PAGE, PROT_NONE);
+    if (!w->fibers || !w->warps || !w->altstack) {
+        wm_fail(WM_ERR_CRASH, "out of memory for %u fibers", w->nthreads);
     }
     stack_t ss = {.ss_sp = w->altstack, .ss_size = WM_ALTSTACK, .ss_flags = 0};
     sigaltstack(&ss, NULL);
@@ -210,29 +212,67 @@ static void wm_child(const wm_launch_desc *d) {
     g_next_block = 0;
     int workers = d->workers < 1 ? 1 : d->workers;
     if ((uint32_t)workers > g_num_blocks) workers = (int)g_num_blocks;
+    if (workers > 256) workers = 256; /* the same clamp as the stack pool's */
     pthread_t threads[256];
-    if (workers > 256) workers = 256;
     double t0 = wm_now();
     for (int i = 1; i < workers; i++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 1u << 20);
-        if (pthread_create(&threads[i], &attr, wm_worker_main, NULL) != 0) {
+        if (pthread_create(&threads[i], &attr, wm_worker_main, (void *)(uintptr_t)i) != 0) {
             wm_fail(WM_ERR_CRASH, "cannot start worker thread %d", i);
         }
         pthread_attr_destroy(&attr);
     }
-    wm_worker_main(NULL);
+    wm_worker_main((void *)(uintptr_t)0);
     for (int i = 1; i < workers; i++) pthread_join(threads[i], NULL);
     d->status->elapsed_s = wm_now() - t0;
     __atomic_store_n(&d->status->code, WM_OK, __ATOMIC_SEQ_CST);
     _exit(0);
 }
 
-/* Returns the child's pid, or -errno if fork failed. Never returns in the child. */
+static int wm_pool_reserve(size_t stacks, size_t stack_bytes) {
+    size_t stride = stack_bytes + WM_PAGE;
+    if (g_pool && g_pool_stride == stride && g_pool_stacks >= stacks) return 0;
+    if (g_pool) munmap(g_pool, g_pool_bytes);
+    g_pool = NULL;
+    size_t bytes = stacks * stride;
+    char *pool = (char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                              -1, 0);
+    if (pool == MAP_FAILED) return -ENOMEM;
+    for (size_t i = 0; i < stacks; i++) {
+        if (mprotect(pool + i * stride, WM_PAGE, PROT_NONE) != 0) {
+            int err = errno;
+            munmap(pool, bytes);
+            return -err;
+        }
+    }
+    g_pool = pool;
+    g_pool_bytes = bytes;
+    g_pool_stride = stride;
+    g_pool_stacks = stacks;
+    return 0;
+}
+
+/* Returns the child's pid, or -errno if the stacks could not be mapped or fork failed. Never returns
+ * in the child. */
 __attribute__((visibility("default"))) long wm_launch_fork(const wm_launch_desc *d) {
+    uint32_t nblocks = d->grid[0] * d->grid[1] * d->grid[2];
+    uint32_t workers = d->workers < 1 ? 1u : (uint32_t)d->workers;
+    if (workers > nblocks) workers = nblocks;
+    if (workers > 256) workers = 256;
+    size_t stacks = (size_t)workers * d->block[0] * d->block[1] * d->block[2];
+    pthread_mutex_lock(&g_pool_lock);
+    int err = wm_pool_reserve(stacks, d->stack_bytes);
+    if (err) {
+        pthread_mutex_unlock(&g_pool_lock);
+        return err;
+    }
+    /* Held across fork so that no other launch can unmap the pool the child is about to use. */
     pid_t pid = fork();
-    if (pid < 0) return -(long)errno;
+    int fork_errno = errno;
+    pthread_mutex_unlock(&g_pool_lock);
+    if (pid < 0) return -(long)fork_errno;
     if (pid == 0) wm_child(d);
     return (long)pid;
 }

@@ -18,12 +18,11 @@ static __device__ __forceinline__ unsigned pack(const unsigned short* m, int i, 
   return (unsigned)m[i] | ((unsigned)m[j] << 16);
 }
 extern "C" __global__ void mma_{T}(const {CT}* __restrict__ A_, const {CT}* __restrict__ B_,
-                                   const float* __restrict__ C,
-                                   float* __restrict__ D) {
+                                   const float* __restrict__ C, float* __restrict__ D) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  const unsigned short* A = reinterpret_cast<const unsigned short*>(A_) + warp * 256;  // 16x16 row-major
+  // A: 16x16 row-major; B: 16x8 (k x n) row-major; one pair per warp
+  const unsigned short* A = reinterpret_cast<const unsigned short*>(A_) + warp * 256;
   const unsigned short* B = reinterpret_cast<const unsigned short*>(B_) + warp * 128;
-     // 16x8 (k x n) row-major
   const float* c = C + warp * 128;
   float* d = D + warp * 128;
   const int g = lane >> 2, t = lane & 3;

@@ -1,0 +1,144 @@
+"""How fast the CUDA emulator runs kernels on this machine; prints a table.
+
+Rows: emulated CUDA threads per second (an elementwise kernel and the tiled matmul), the run time of
+the hand-written f32 tiled matmul (256-thread blocks, 4x4 register tiles) at 128^3, 256^3 and 512^3,
+and the wall time to verify 30 schedules (30 distinct tilings, so 30 distinct sources) of a 128^3
+matmul against numpy, compiles included, starting from an empty cache.
+
+Usage: ``python bench/emu_speed.py [--workers 2] [--repeats 5]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # idle BLAS threads spin on a core and skew timings
+
+import argparse
+import itertools
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from compiler.backends import emu
+from compiler.backends.emu.samples import tiled_matmul
+from compiler.source import KernelSource, Param
+
+ELEMENTWISE = r"""
+extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__ y, float a, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+def _median_launch(
+    binary: emu.EmuBinary, args: list[object], cfg: emu.EmuConfig, repeats: int
+) -> tuple[float, float]:
+    stats = [emu.launch(binary, args, config=cfg) for _ in range(repeats)]  # type: ignore[arg-type]
+    return statistics.median(s.kernel_s for s in stats), statistics.median(s.wall_s for s in stats)
+
+
+def _matmul_args(size: int, rng: np.random.Generator) -> list[object]:
+    a = rng.standard_normal((size, size)).astype(np.float32)
+    b = rng.standard_normal((size, size)).astype(np.float32)
+    return [a, b, np.full((size, size), np.nan, np.float32), size, size, size]
+
+
+def schedules(count: int) -> list[dict[str, int]]:
+    """``count`` distinct matmul tilings with 64..256 threads per block."""
+    found = []
+    for bm, bn, bk, tm, tn in itertools.product(
+        (64, 32, 128), (64, 32, 128), (16, 8, 32), (4, 2, 8), (4, 2, 8)
+    ):
+        if bm % tm == 0 and bn % tn == 0 and 64 <= (bm // tm) * (bn // tn) <= 256:
+            found.append({"bm": bm, "bn": bn, "bk": bk, "tm": tm, "tn": tn})
+    if len(found) < count:
+        raise ValueError(f"only {len(found)} tilings, asked for {count}")
+    return found[:count]
+
+
+def verify_schedules(count: int, size: int, cfg: emu.EmuConfig, rng: np.random.Generator) -> float:
+    """Wall seconds to compile, run and check ``count`` distinct matmul sources; compiles overlap runs."""
+    a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
+    want = a.astype(np.float64) @ b
+
+    def verify(tiles: dict[str, int]) -> None:
+        c = np.full((size, size), np.nan, np.float32)
+        emu.run(tiled_matmul(size, size, size, **tiles), [a, b, c, size, size, size], config=cfg)
+        if not np.allclose(c, want, rtol=1e-4, atol=1e-4):
+            raise AssertionError(f"schedule {tiles} gave a wrong result")
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+        list(pool.map(verify, schedules(count)))
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2, help="OS threads per launch and parallel compiles")
+    parser.add_argument("--repeats", type=int, default=5)
+    opts = parser.parse_args()
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="wm-emu-bench-") as tmp:
+        cfg = emu.EmuConfig(cache_dir=Path(tmp) / "warm", workers=opts.workers)
+        rows: list[tuple[str, str]] = []
+
+        n = 1 << 20
+        axpy = KernelSource(
+            "axpy",
+            ELEMENTWISE,
+            (n // 256, 1, 1),
+            (256, 1, 1),
+            (
+                Param("x", "float32"),
+                Param("y", "float32"),
+                Param("a", "float32", False),
+                Param("n", "int32", False),
+            ),
+        )
+        binary = emu.compile_kernel(axpy, config=cfg)
+        x, y = rng.standard_normal(n).astype(np.float32), np.zeros(n, np.float32)
+        kernel_s, _ = _median_launch(binary, [x, y, 2.0, n], cfg, opts.repeats)
+        rows.append(("emulated threads/s, elementwise (2^20 threads, no barriers)", f"{n / kernel_s:.3g}"))
+
+        compile_s = []
+        for size in (128, 256, 512):
+            kernel = tiled_matmul(size, size, size)
+            t0 = time.perf_counter()
+            binary = emu.compile_kernel(kernel, config=cfg)
+            compile_s.append(time.perf_counter() - t0)
+            kernel_s, wall_s = _median_launch(binary, _matmul_args(size, rng), cfg, opts.repeats)
+            threads = kernel.num_blocks * kernel.threads_per_block
+            rows.append(
+                (
+                    f"f32 tiled matmul {size}^3: run (launch wall)",
+                    f"{kernel_s * 1e3:.1f} ms ({wall_s * 1e3:.1f} ms)",
+                )
+            )
+            if size == 256:
+                rows.append(
+                    ("emulated threads/s, matmul 256^3 (2 barriers per k-tile)", f"{threads / kernel_s:.3g}")
+                )
+        rows.append(("host compile of one matmul kernel (cold cache)", f"{compile_s[0] * 1e3:.0f} ms"))
+
+        cold = emu.EmuConfig(cache_dir=Path(tmp) / "cold", workers=opts.workers)
+        emu.compile_kernel(axpy, config=cold)  # builds the runtime library once, as any first use does
+        wall = verify_schedules(30, 128, cold, rng)
+        rows.append(("verify 30 schedules of 128^3 incl. compiles", f"{wall:.2f} s"))
+
+    print(f"CUDA emulator, {opts.workers} workers, {os.cpu_count()} CPUs, median of {opts.repeats}")
+    width = max(len(r[0]) for r in rows)
+    print(f"| {'measure'.ljust(width)} | value |")
+    print(f"| {'-' * width} | ----- |")
+    for label, value in rows:
+        print(f"| {label.ljust(width)} | {value} |")
+
+
+if __name__ == "__main__":
+    main()
