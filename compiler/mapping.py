@@ -1,15 +1,11 @@
-"""Task mappings: which tasks of a task grid each worker (thread, warp, block) performs.
+"""Task mappings (Hidet's ``hidet.ir.mapping``, task for task): which tasks each worker performs.
 
-The algebra follows Hidet (ASPLOS'23, ``hidet.ir.mapping``) task for task, with immutable nodes:
-
-- ``spatial(2, 3)``: 6 workers, one task each; worker ``w`` gets ``(w // 3, w % 3)``.
-- ``repeat(2, 3)``: 1 worker that performs all 6 tasks, row by row.
-- ``outer * inner``: the task grid of ``outer`` whose every cell is an ``inner`` grid. Worker ``w`` acts as
-  outer worker ``w // inner.num_workers`` and inner worker ``w % inner.num_workers``; its tasks are
-  ``outer_task * inner.task_shape + inner_task``, outer tasks in the outer loop.
-
-``ranks`` orders the dimensions: the dimension of rank 0 varies slowest, the highest rank fastest, so
-``ranks=[1, 0]`` is column-major. ``m.spatial(...)`` / ``m.repeat(...)`` are ``m * spatial(...)`` etc.
+``spatial(2, 3)`` gives 6 workers one task each (worker ``w`` gets ``(w // 3, w % 3)``); ``repeat(2, 3)``
+gives 1 worker all 6 tasks, row by row. ``outer * inner`` splits every task of ``outer`` into an ``inner``
+grid: worker ``w`` is outer worker ``w // inner.num_workers`` and inner worker ``w % inner.num_workers``,
+its tasks ``outer_task * inner.task_shape + inner_task`` with the outer tasks in the outer loop. ``ranks``
+orders dimensions (rank 0 varies slowest, so ``ranks=[1, 0]`` is column-major); ``m.spatial(...)`` is
+``m * spatial(...)``. Nodes are frozen dataclasses: hashable, comparable, immutable values.
 """
 
 from __future__ import annotations
@@ -45,9 +41,7 @@ class LoopAttr:
     def __str__(self) -> str:
         if not self.unroll:
             return "."
-        if self.explicit:
-            return "u+"
-        return f"u{self.factor}" if self.factor is not None else "u"
+        return "u+" if self.explicit else f"u{self.factor or ''}"
 
     @staticmethod
     def for_extent(extent: int) -> LoopAttr:
@@ -59,37 +53,33 @@ _LOOP_ATTR = r"\.|u\+|u\d*"
 _LOOP_ATTRS = rf"(?:{_LOOP_ATTR})*"
 
 
-def _parse_loop_attr(token: str) -> LoopAttr:
-    if token == ".":
-        return LoopAttr()
-    if token == "u+":
-        return LoopAttr(unroll=True, explicit=True)
-    return LoopAttr(unroll=True, factor=int(token[1:]) if token[1:] else None)
-
-
 def parse_loop_attrs(text: str, num_loops: int) -> tuple[LoopAttr, ...]:
-    """Parse Hidet's loop-attribute string: one of ``.``, ``u``, ``uN``, ``u+`` per loop (spaces ignored).
+    """Parse Hidet's loop attrs: ``.``, ``u``, ``uN`` or ``u+`` per loop; one attr applies to all loops.
 
-    A single attribute applies to every loop and an empty string means plain loops:
+    >>> [str(a) for a in parse_loop_attrs("u+.", 2)], [str(a) for a in parse_loop_attrs("u4", 3)]
+    (['u+', '.'], ['u4', 'u4', 'u4'])
 
-    >>> [str(a) for a in parse_loop_attrs("u+.", 2)]
-    ['u+', '.']
-    >>> [str(a) for a in parse_loop_attrs("u4", 3)]
-    ['u4', 'u4', 'u4']
-
-    Hidet's parallel attribute ``p`` belongs to CPU loops and is rejected here.
+    An empty string means plain loops. Hidet's parallel ``p`` (a CPU loop attribute) is rejected.
     """
+    if not isinstance(text, str):
+        raise ValueError(f"loop attrs must be a string such as 'u+.', got {text!r}")
     s = text.replace(" ", "")
     if not re.fullmatch(_LOOP_ATTRS, s) or re.search(r"u0+(?!\d)", s):
         raise ValueError(f"invalid loop attrs {text!r}: expected '.', 'u', 'uN' (N > 0) or 'u+' per loop")
-    attrs = [_parse_loop_attr(tok) for tok in re.findall(_LOOP_ATTR, s)]
-    if not attrs:
-        return (LoopAttr(),) * num_loops
-    if len(attrs) == 1:
-        return (attrs[0],) * num_loops
+    attrs = [
+        LoopAttr(unroll=True, factor=int(t[1:]) if t[1:].isdigit() else None, explicit=t == "u+")
+        if t != "."
+        else LoopAttr()
+        for t in re.findall(_LOOP_ATTR, s)
+    ]
+    if len(attrs) <= 1:
+        return ((attrs or [LoopAttr()])[0],) * num_loops
     if len(attrs) != num_loops:
         raise ValueError(f"loop attrs {text!r} give {len(attrs)} attributes for {num_loops} loops")
     return tuple(attrs)
+
+
+Ranks = Sequence[int] | None
 
 
 @runtime_checkable
@@ -106,7 +96,7 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
-def _check_ranks(shape: tuple[int, ...], ranks: Sequence[int] | None) -> tuple[int, ...]:
+def _check_ranks(shape: tuple[int, ...], ranks: Ranks) -> tuple[int, ...]:
     if ranks is None:
         return tuple(range(len(shape)))
     ranks = tuple(ranks)
@@ -118,10 +108,8 @@ def _check_ranks(shape: tuple[int, ...], ranks: Sequence[int] | None) -> tuple[i
 def strides_from_ranks(shape: Sequence[int], ranks: Sequence[int]) -> tuple[int, ...]:
     """Strides of a dense layout of ``shape`` whose dimension of rank 0 is outermost.
 
-    >>> strides_from_ranks((2, 3, 4), (0, 1, 2))
-    (12, 4, 1)
-    >>> strides_from_ranks((2, 3, 4), (2, 0, 1))
-    (1, 8, 2)
+    >>> strides_from_ranks((2, 3, 4), (0, 1, 2)), strides_from_ranks((2, 3, 4), (2, 0, 1))
+    ((12, 4, 1), (1, 8, 2))
     """
     shape = _check_shape(shape)
     ranks = _check_ranks(shape, ranks)
@@ -136,13 +124,9 @@ def _shape_args(shape: tuple[int, ...], ranks: tuple[int, ...]) -> str:
 class TaskMapping:
     """Base of the mapping nodes. Subclasses are frozen dataclasses, so mappings are hashable values."""
 
-    @property
-    def num_workers(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def task_shape(self) -> tuple[int, ...]:
-        raise NotImplementedError
+    # Every subclass provides these two (as fields or properties) and ``_tasks`` for in-range workers.
+    num_workers: int
+    task_shape: tuple[int, ...]
 
     def _tasks(self, w: int) -> list[tuple[int, ...]]:
         raise NotImplementedError
@@ -173,12 +157,10 @@ class TaskMapping:
             return NotImplemented
         return ComposedMapping(self, other)
 
-    def spatial(self, *shape: int, ranks: Sequence[int] | None = None) -> TaskMapping:
+    def spatial(self, *shape: int, ranks: Ranks = None) -> TaskMapping:
         return self * spatial(*shape, ranks=ranks)
 
-    def repeat(
-        self, *shape: int, ranks: Sequence[int] | None = None, attrs: str | None = None
-    ) -> TaskMapping:
+    def repeat(self, *shape: int, ranks: Ranks = None, attrs: str | None = None) -> TaskMapping:
         return self * repeat(*shape, ranks=ranks, attrs=attrs)
 
     def projection(self, dim2value: Mapping[int, int]) -> TaskMapping:
@@ -235,9 +217,7 @@ class RepeatMapping(_GridMapping):
         if len(self.attrs) != len(self.shape) or not all(isinstance(a, LoopAttr) for a in self.attrs):
             raise ValueError(f"repeat {self.shape} needs {len(self.shape)} LoopAttrs, got {self.attrs}")
 
-    @property
-    def num_workers(self) -> int:
-        return 1
+    num_workers = 1  # a class constant, not a dataclass field
 
     def _tasks(self, w: int) -> list[tuple[int, ...]]:
         strides = self.strides  # a bijection onto range(prod(shape)): sorting by it is the loop order
@@ -261,11 +241,9 @@ class ComposedMapping(TaskMapping):
     def __post_init__(self) -> None:
         if not isinstance(self.outer, TaskMapping) or not isinstance(self.inner, TaskMapping):
             raise ValueError(f"can only compose task mappings, got {self.outer!r} and {self.inner!r}")
-        if len(self.outer.task_shape) != len(self.inner.task_shape):
-            raise ValueError(
-                f"cannot compose task shapes of different rank: {self.outer.task_shape} ({self.outer!r}) "
-                f"* {self.inner.task_shape} ({self.inner!r})"
-            )
+        a, b = self.outer.task_shape, self.inner.task_shape
+        if len(a) != len(b):
+            raise ValueError(f"cannot compose task shapes of different rank: {a} ({self.outer!r}) * {b}")
 
     @cached_property
     def num_workers(self) -> int:
@@ -333,7 +311,7 @@ class ProjectedMapping(TaskMapping):
         return f"{base}.projection({dict(self.dim2value)})"
 
 
-def spatial(*shape: int, ranks: Sequence[int] | None = None) -> SpatialMapping:
+def spatial(*shape: int, ranks: Ranks = None) -> SpatialMapping:
     """One task per worker over ``shape``, the dimension of rank 0 varying slowest.
 
     >>> [spatial(2, 3).worker2task(w)[0] for w in range(4)]
@@ -345,7 +323,7 @@ def spatial(*shape: int, ranks: Sequence[int] | None = None) -> SpatialMapping:
     return SpatialMapping(shape, _check_ranks(shape, ranks))
 
 
-def repeat(*shape: int, ranks: Sequence[int] | None = None, attrs: str | None = None) -> RepeatMapping:
+def repeat(*shape: int, ranks: Ranks = None, attrs: str | None = None) -> RepeatMapping:
     """One worker loops over ``shape``; ``attrs`` (see ``parse_loop_attrs``) says how each loop is emitted.
 
     Without attrs, loops of extent < 4 are unrolled explicitly (``u+``) and the others are plain (``.``):
@@ -355,13 +333,12 @@ def repeat(*shape: int, ranks: Sequence[int] | None = None, attrs: str | None = 
     (['u+', '.'], [(0, 0), (0, 1), (0, 2)])
     """
     shape = _check_shape(shape)
-    loop_attrs = (
-        tuple(LoopAttr.for_extent(e) for e in shape) if attrs is None else parse_loop_attrs(attrs, len(shape))
-    )
+    defaults = tuple(LoopAttr.for_extent(e) for e in shape)
+    loop_attrs = defaults if attrs is None else parse_loop_attrs(attrs, len(shape))
     return RepeatMapping(shape, _check_ranks(shape, ranks), loop_attrs)
 
 
-def auto_map(*shape: int, workers: int, ranks: Sequence[int] | None = None) -> TaskMapping:
+def auto_map(*shape: int, workers: int, ranks: Ranks = None) -> TaskMapping:
     """``repeat(...) * spatial(...)`` giving contiguous tasks to contiguous workers.
 
     From the dimension of highest rank down, each spatial extent is ``gcd(workers left, extent)``:
@@ -383,8 +360,7 @@ def auto_map(*shape: int, workers: int, ranks: Sequence[int] | None = None) -> T
         raise ValueError(f"workers must be a positive int, got {workers!r}")
     if math.prod(shape) % workers:
         raise ValueError(f"task shape {shape}: {math.prod(shape)} tasks, not a multiple of {workers} workers")
-    spatial_shape = [1] * len(shape)
-    left = workers
+    spatial_shape, left = [1] * len(shape), workers
     for rank in reversed(range(len(shape))):
         dim = ranks.index(rank)
         spatial_shape[dim] = math.gcd(left, shape[dim])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import doctest
 import json
 import math
 import re
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import compiler.mapping as mapping_module
 from compiler.mapping import (
     ComposedMapping,
     LoopAttr,
@@ -213,6 +215,7 @@ def test_on_delegates_to_symbolic_worker() -> None:
         (lambda: repeat(2, 3, ranks=[0]), r"ranks \[0\]"),
         (lambda: repeat(2, 3, attrs="u.u"), "3 attributes for 2 loops"),
         (lambda: repeat(2, 3, attrs="p"), "invalid loop attrs 'p'"),
+        (lambda: repeat(2, 3, attrs=(LoopAttr(), LoopAttr())), "must be a string"),
         (lambda: RepeatMapping((2, 3), (0, 1), (LoopAttr(),)), r"\(2, 3\) needs 2 LoopAttrs"),
         (lambda: auto_map(8, 41, workers=64), r"\(8, 41\): 328 tasks.*64 workers"),
         (lambda: auto_map(8, 8, workers=0), "workers"),
@@ -265,6 +268,11 @@ def test_equality_hashing_and_immutability() -> None:
         spatial(2).shape = (3,)  # type: ignore[misc]
 
 
+def test_docstring_examples() -> None:
+    result = doctest.testmod(mapping_module)
+    assert result.failed == 0 and result.attempted >= 10
+
+
 def test_loop_attrs() -> None:
     assert parse_loop_attrs("u+ . u16", 3) == (LoopAttr(True, None, True), LoopAttr(), LoopAttr(True, 16))
     assert parse_loop_attrs("", 3) == (LoopAttr(),) * 3  # unlike attrs=None, which unrolls short loops
@@ -301,7 +309,8 @@ def test_every_task_covered_equally(m: TaskMapping) -> None:
     cells = math.prod(m.task_shape)
     assert len(counts) == cells  # every task of the task shape, nothing outside it
     assert all(all(0 <= i < e for i, e in zip(t, m.task_shape, strict=True)) for t in counts)
-    assert len(set(counts.values())) == 1  # each task as often as every other
+    base = m.base if isinstance(m, ProjectedMapping) else m
+    assert set(counts.values()) == {math.prod(base.task_shape) // cells}  # once, or once per pinned cell
     per_worker = {len(m.worker2task(w)) for w in range(m.num_workers)}
     assert len(per_worker) == 1
     assert sum(counts.values()) == m.num_workers * per_worker.pop()
