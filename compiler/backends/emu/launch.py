@@ -31,6 +31,7 @@ from compiler.source import KernelSource, Param
 
 from . import errors
 from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel
+from .symbols import describe_shared_locations
 
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
@@ -322,7 +323,7 @@ def launch(
         finally:
             os.close(fd)
         status = _Status.from_address(base)
-        _raise_on_failure(kernel, wait_status, status, timeout_s)
+        _raise_on_failure(binary, wait_status, status, timeout_s)
         kernel_s = status.elapsed_s
         for (_, a), view in zip(pointers, views, strict=True):
             arr = a  # type: ignore[assignment]
@@ -333,17 +334,15 @@ def launch(
     return LaunchStats(kernel_s=kernel_s, wall_s=time.perf_counter() - start)
 
 
-def _raise_on_failure(
-    kernel: KernelSource, wait_status: int | None, status: _Status, timeout_s: float
-) -> None:
-    name = kernel.entry
+def _raise_on_failure(binary: EmuBinary, wait_status: int | None, status: _Status, timeout_s: float) -> None:
+    name = binary.kernel.entry
     if wait_status is None:
         raise errors.EmulationTimeoutError(
             name,
             f"kernel '{name}' ran past its {timeout_s:g} s limit and was stopped (a hang, or too much work "
             "for the emulator)",
         )
-    message = status.message.decode(errors="replace")
+    message = describe_shared_locations(status.message.decode(errors="replace"), binary.path)
     if status.code in _ERRORS:
         raise _ERRORS[status.code](name, message)
     if os.WIFSIGNALED(wait_status):

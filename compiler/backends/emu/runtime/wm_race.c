@@ -56,9 +56,9 @@ static void wm_race_report(wm_worker *w, const char *region, size_t offset, int 
                            int other_wrote) {
     char where[160], them[64];
     wm_tid_text(w, other, them, sizeof them);
-    wm_fail(WM_ERR_RACE, "shared-memory race in %s: it %s %s shared memory at byte offset %zu, which %s %s "
-            "with no barrier between [%s+%zu]", wm_where(where, sizeof where), is_write ? "writes" : "reads",
-            region, offset, them, other_wrote ? "wrote" : "read", region, offset);
+    wm_fail(WM_ERR_RACE, "shared-memory race in %s: it %s [%s+%zu], which %s %s with no barrier between",
+            wm_where(where, sizeof where), is_write ? "writes" : "reads", region, offset, them,
+            other_wrote ? "wrote" : "read");
 }
 
 void wm_race_access(uintptr_t addr, size_t bytes, int is_write) {

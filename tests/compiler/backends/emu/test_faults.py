@@ -178,8 +178,10 @@ def test_compile_error_carries_the_compiler_log(emu_config) -> None:
 
 RACY = r"""
 extern "C" __global__ void neighbours(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ float before[16];
   __shared__ float s[64];
   const int t = threadIdx.x;
+  if (t < 16) before[t] = 1.0f;
   s[t] = x[t];
   BARRIER
   y[t] = s[(t + 1) % 64];
@@ -194,11 +196,28 @@ def test_race_detector_reports_a_missing_barrier(run_kernel) -> None:
     msg = str(info.value)
     assert "shared-memory race in kernel 'neighbours' block (0,0,0)" in msg
     # Thread 0 read s[1] before thread 1 wrote it: a read-write race on byte offset 4.
-    assert "thread (1,0,0): it writes static shared memory at byte offset 4, which thread (0,0,0) read" in msg
+    assert "thread (1,0,0): it writes __shared__ 's' at byte 4 of 256, which thread (0,0,0) read" in msg
     # Without the detector the same kernel runs (and reads the poisoned, never-written value).
     x, y = _xy(64)
     run_kernel(src, "neighbours", (1, 1, 1), (64, 1, 1), X_Y, [x, y])
     assert np.isnan(y[:63]).all()
+
+
+DYNAMIC_RACE = r"""
+extern "C" __global__ void dyn_race(const float* __restrict__ x, float* __restrict__ y) {
+  extern __shared__ __align__(16) float d[];
+  d[threadIdx.x] = x[threadIdx.x];
+  y[threadIdx.x] = d[63 - threadIdx.x];
+}
+"""
+
+
+def test_race_detector_covers_dynamic_shared_memory(run_kernel) -> None:
+    with pytest.raises(
+        emu.SharedMemoryRaceError,
+        match=r"\(32,0,0\): it writes extern __shared__ memory at byte 128, which thread \(31,0,0\) read",
+    ):
+        run_kernel(DYNAMIC_RACE, "dyn_race", (1, 1, 1), (64, 1, 1), X_Y, _xy(64), 256, detect_races=True)
 
 
 def test_race_detector_accepts_barriers_and_warp_synchronisation(run_kernel) -> None:
