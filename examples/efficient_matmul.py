@@ -2,10 +2,10 @@
 
 The kernel of Hidet's "more efficient matmul" gallery example: a block of 4 x 2 warps computes a
 64 x 256 tile of C. Each warp owns 16 x 128 of it, covered 2 x 2 times by an 8 x 64 footprint: its
-lanes form a 2 x 16 grid and each lane computes 4 x 4 elements per repeat (8 x 8 accumulators). The K dimension advances
-8 at a time through two shared-memory buffers: while the block multiplies one tile, every thread
-has already fetched its share of the next tile into registers, and stores it into the other buffer
-afterwards, so a single barrier per step suffices. Edges of any M, N, K are predicated.
+lanes form a 2 x 16 grid and each lane computes 4 x 4 elements per repeat (8 x 8 accumulators).
+The K dimension advances 8 at a time through two shared-memory buffers: while the block multiplies
+one tile, every thread has already fetched its share of the next tile into registers, and stores it
+into the other buffer afterwards, so a single barrier per step suffices. Edges of any M, N, K are predicated.
 
 Run it to print the generated CUDA and, with NVRTC, the resources it needs on sm_80 and sm_90.
 """
@@ -85,7 +85,7 @@ def efficient_matmul(m: int, n: int, k: int) -> Kernel:
                 row, col = k_tile * BLOCK_K + kk, blockIdx.y * BLOCK_N + j
                 regs_b[kk, j] = select(logical_and(row < k, col < n), b[row, col], 0.0)
 
-        def store_tiles(buffer: Expr) -> None:
+        def store_tiles(buffer: Expr | int) -> None:
             """Registers -> shared buffer ``buffer``."""
             for i, kk in LOAD_A.on(threadIdx.x):
                 smem_a[buffer, i, kk] = regs_a[i, kk]

@@ -47,7 +47,9 @@ def type_name(dialect: Dialect, t: Type) -> str:
         if key not in dialect.type_names:
             raise CodegenError(f"vector type {t} has no {dialect.name} spelling")
         return dialect.type_names[key]
-    return f"{'const ' if t.const else ''}{dialect.type_names[t.element.name]}*"
+    if isinstance(t, PointerType):
+        return f"{'const ' if t.const else ''}{dialect.type_names[t.element.name]}*"
+    raise CodegenError(f"a value of type {t} cannot be stored or declared")
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _include(header: str, dialect: Dialect) -> str:
 def required_headers(kernel: Kernel, dialect: Dialect) -> set[str]:
     """Headers for the element types and extern functions ``kernel`` uses."""
     headers: set[str] = set()
-    types: list[Type | None] = [p.type for p in kernel.params]
+    types: list[Type] = [p.type for p in kernel.params]
     for stmt in kernel.body:
         for node in walk(stmt):
             if isinstance(node, Expr):
@@ -70,7 +70,7 @@ def _buffer_of(node: object) -> Buffer | None:
     return None
 
 
-def _scalar(t: Type | None) -> DataType | None:
+def _scalar(t: Type) -> DataType | None:
     if isinstance(t, PointerType | VectorType):
         return t.element
-    return t
+    return t if isinstance(t, DataType) else None

@@ -251,7 +251,7 @@ class Call(Expr):
 
     func: str
     args: tuple[Expr, ...]
-    type: Type | None
+    type: Type
     header: str | None = None
     template_args: tuple[int, ...] = ()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.ir.expr import Call, Cast, Expr, Lane, MakeVector, Select, Unary, as_expr, binary
-from compiler.ir.types import DataType, Type, VectorType, boolean, f32, i32, u32, vec
+from compiler.ir.types import DataType, Type, VectorType, boolean, f32, i32, u32, vec, void
 
 #: Header of the tensor-core and async-copy wrappers.
 PRIMS_HEADER = "warpmap/prims.cuh"
@@ -178,7 +178,7 @@ def lane(vector: Expr, index: int) -> Expr:
     return Lane(vector, index, vector.type.element)
 
 
-def extern_call(func: str, *args: Any, returns: Type | None = None, header: str = PRIMS_HEADER,
+def extern_call(func: str, *args: Any, returns: Type = void, header: str = PRIMS_HEADER,
                 template_args: tuple[int, ...] = ()) -> Call:
     """A call of a device function declared in ``header`` (by default the ``wm_*`` wrappers)."""
     return Call(func, tuple(as_expr(a) for a in args), returns, header, template_args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from compiler.ir.expr import Expr, Var
 from compiler.ir.stmt import Body, Declare, For, Stmt
@@ -65,7 +65,7 @@ def substitute(node: Node, values: Mapping[Var, Expr]) -> Node:
         return tuple(substitute(s, values) for s in body)
 
     if isinstance(node, Expr):
-        return on_expr(node)
+        return cast(Node, on_expr(node))
     return map_children(node, on_expr, on_body)
 
 
@@ -82,7 +82,10 @@ def walk(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
         children.extend(body)
         return body
 
-    map_children(node, collect_expr, collect_body)
+    if isinstance(node, Expr):
+        map_children(node, collect_expr, collect_body)
+    else:
+        map_children(node, collect_expr, collect_body)
     for child in children:
         yield from walk(child)
 

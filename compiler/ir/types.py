@@ -66,7 +66,15 @@ class PointerType:
         return f"{'const ' if self.const else ''}{self.element}*"
 
 
-Type = DataType | VectorType | PointerType
+@dataclass(frozen=True)
+class VoidType:
+    """The result of a call made for its effect only (``wm_cp_async_commit()``)."""
+
+    def __repr__(self) -> str:
+        return "void"
+
+
+Type = DataType | VectorType | PointerType | VoidType
 
 f32 = DataType("f32", "float32", "float", 4)
 f16 = DataType("f16", "float16", "float", 2)
@@ -74,6 +82,7 @@ bf16 = DataType("bf16", "bfloat16", "float", 2)
 i32 = DataType("i32", "int32", "int", 4)
 u32 = DataType("u32", "uint32", "uint", 4)
 boolean = DataType("bool", "bool", "bool", 1)
+void = VoidType()
 
 SCALAR_TYPES: tuple[DataType, ...] = (f32, f16, bf16, i32, u32, boolean)
 
