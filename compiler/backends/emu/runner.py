@@ -1,0 +1,33 @@
+"""The emulator as a :class:`compiler.backends.Runner`: its faults become the common backend errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.backends.emu import EmulationCompileError, EmulationError, EmulationTimeoutError, run
+from compiler.backends.errors import KernelRunError, KernelTimeoutError
+from compiler.source import KernelSource
+
+
+@dataclass(frozen=True)
+class EmuRunner:
+    name: str = "emu"
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def run(self, kernel: KernelSource, args: Sequence[np.ndarray | int | float], *, timeout_s: float) -> None:
+        try:
+            run(kernel, args, timeout_s=timeout_s)
+        except EmulationTimeoutError as exc:
+            raise KernelTimeoutError(str(exc)) from exc
+        except EmulationCompileError as exc:
+            raise KernelRunError(f"{exc}\n{exc.log}") from exc
+        except EmulationError as exc:
+            raise KernelRunError(str(exc)) from exc
+
+
+RUNNER = EmuRunner()
