@@ -98,7 +98,8 @@ class EmuConfig:
     """Where and how the emulator builds and runs kernels.
 
     ``cache_dir`` holds compiled kernels (LRU, at most ``cache_bytes``); ``workers`` is the number of
-    OS threads a launch spreads blocks over; ``stack_bytes`` the stack of each emulated CUDA thread.
+    OS threads a launch spreads blocks over; ``stack_bytes`` the stack of each emulated CUDA thread
+    (local arrays live there).
     """
 
     cache_dir: Path
@@ -109,6 +110,9 @@ class EmuConfig:
     workers: int = field(default_factory=_default_workers)
     stack_bytes: int = 64 << 10
     compile_timeout_s: float = 120.0
+    #: Use the ucontext fiber switch even on x86-64 (it is the only one elsewhere); about ten times
+    #: slower per switch. A process loads one runtime: do not mix both kinds in one process.
+    portable_fibers: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -216,7 +220,11 @@ def _compile(
 
 def build_runtime(config: EmuConfig) -> Path:
     """The emulator runtime library (built once per toolchain digest and cached)."""
-    flags = (*_RUNTIME_FLAGS, f"-I{INCLUDE_DIR}")
+    flags = (
+        *_RUNTIME_FLAGS,
+        f"-I{INCLUDE_DIR}",
+        *(("-DWM_PORTABLE_FIBERS",) if config.portable_fibers else ()),
+    )
     key = cache_key("emu-runtime", toolchain_digest(), config.cc, *flags)
     cache = config.cache
     found = cache.path(key)

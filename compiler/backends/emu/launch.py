@@ -33,6 +33,7 @@ from . import errors
 from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel
 from .symbols import describe_shared_locations
 
+MAX_THREADS_PER_BLOCK = 1024
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
 _STATUS_BYTES = _PAGE
@@ -238,6 +239,10 @@ def _wait(pid: int, timeout_s: float) -> int | None:
     pidfd = os.pidfd_open(pid)
     try:
         ready, _, _ = select.select([pidfd], [], [], timeout_s)
+    except BaseException:  # an interrupt must not leave the child running
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
     finally:
         os.close(pidfd)
     if not ready:
@@ -261,6 +266,12 @@ def launch(
     _check_args(kernel, args)
     if timeout_s <= 0:
         raise ValueError(f"{kernel.entry}: timeout_s must be positive, got {timeout_s}")
+    if kernel.threads_per_block > MAX_THREADS_PER_BLOCK:
+        raise errors.EmulationArgumentError(
+            kernel.entry,
+            f"{kernel.entry}: block {kernel.block} has {kernel.threads_per_block} threads; "
+            f"CUDA allows at most {MAX_THREADS_PER_BLOCK}",
+        )
     lib = _runtime(cfg)
     pointers = [(p, a) for p, a in zip(kernel.params, args, strict=True) if p.pointer]
     slots, total = _layout([a.nbytes for _, a in pointers], check_bounds)  # type: ignore[union-attr]

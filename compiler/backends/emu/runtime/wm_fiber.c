@@ -4,7 +4,7 @@
  * call. */
 #include "wm_internal.h"
 
-#ifdef __x86_64__
+#if WM_ASM_FIBERS
 
 /* void wm_ctx_switch(void **save_sp, void *load_sp) */
 __asm__(

@@ -10,6 +10,14 @@
 
 #include "wm_emu_abi.h"
 
+/* The assembly context switch exists for x86-64; -DWM_PORTABLE_FIBERS (or any other architecture)
+ * selects the ucontext fallback. */
+#if defined(__x86_64__) && !defined(WM_PORTABLE_FIBERS)
+#define WM_ASM_FIBERS 1
+#else
+#define WM_ASM_FIBERS 0
+#endif
+
 #define WM_WARP 32
 #define WM_SLOT_BYTES 32 /* per lane and exchange: mma sends 24 bytes (a[4], b[2]) */
 #define WM_CP_QUEUE 64   /* outstanding cp.async copies per thread before the oldest is forced */
@@ -81,7 +89,7 @@ typedef struct wm_fiber {
     uint32_t cp_head, cp_len, cp_group;
     wm_cp cp[WM_CP_QUEUE];
     char *stack_lo; /* lowest usable byte; the guard page lies just below */
-#ifndef __x86_64__
+#if !WM_ASM_FIBERS
     void *uctx; /* ucontext_t, allocated by the portable switch */
 #endif
 } wm_fiber;
@@ -98,7 +106,7 @@ typedef struct wm_worker {
     const wm_launch_desc *desc;
     void (*entry)(void **);
     void *main_sp;
-#ifndef __x86_64__
+#if !WM_ASM_FIBERS
     void *main_uctx;
 #endif
     wm_fiber *fibers;

@@ -217,3 +217,21 @@ def test_arguments_are_checked_against_parameters(emu_config) -> None:
         emu.run(k, [y, 1, -1, 3.0, flag], config=emu_config)
     with pytest.raises(emu.EmulationArgumentError, match="'n' is a int32 scalar"):
         emu.run(k, [y, y, 1, 3.0, flag], config=emu_config)
+
+
+def test_blocks_larger_than_cuda_allows_are_rejected(emu_config) -> None:
+    k = KernelSource(
+        "scalars",
+        SCALARS,
+        (1, 1, 1),
+        (32, 33, 1),
+        (
+            Param("y", "float32"),
+            Param("n", "int32", False),
+            Param("u", "uint32", False),
+            Param("s", "float32", False),
+            Param("flag", "bool"),
+        ),
+    )
+    with pytest.raises(emu.EmulationArgumentError, match=r"block \(32, 33, 1\) has 1056 threads"):
+        emu.run(k, [np.zeros(4, np.float32), 1, 2, 3.0, np.zeros(1, bool)], config=emu_config)
