@@ -27,7 +27,7 @@ import itertools
 import random
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Generic, TypeVar
 
 S = TypeVar("S", bound=Hashable)
@@ -135,3 +135,10 @@ class Space(Generic[S]):
         if reason is not None:
             raise ValueError(f"{self.template}: schedule {values} violates {reason!r}")
         return schedule
+
+
+def schedule_values(schedule: object) -> dict[str, Any]:
+    """A schedule dataclass's fields as a plain dict, in declaration order (for tables and storage)."""
+    if not is_dataclass(schedule) or isinstance(schedule, type):
+        raise TypeError(f"a schedule is a dataclass instance, got {type(schedule).__name__}")
+    return {f.name: getattr(schedule, f.name) for f in fields(schedule)}

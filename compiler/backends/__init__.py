@@ -28,6 +28,10 @@ class Runner(Protocol):
         """None when kernels can run here, else a sentence saying why they cannot."""
         ...
 
+    def prepare(self, kernel: KernelSource) -> None:
+        """Do the slow, parallel-safe part of a first launch (compiling) ahead of time; may be a no-op."""
+        ...
+
     def run(self, kernel: KernelSource, args: Sequence[np.ndarray | int | float], *, timeout_s: float) -> None:
         """Launch ``kernel`` once; pointer arguments are updated in place.
 

@@ -53,6 +53,9 @@ class CudaRunner:
         gpus = detect_gpus()
         return None if gpus.devices else f"no GPU: {gpus.reason}"
 
+    def prepare(self, kernel: KernelSource) -> None:
+        """Nothing to do ahead: the build needs the device's arch, known once a context exists."""
+
     def run(self, kernel: KernelSource, args: Sequence[np.ndarray | int | float], *, timeout_s: float) -> None:
         reason = self.unavailable_reason()
         if reason is not None:

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backends.emu import EmulationCompileError, EmulationError, EmulationTimeoutError, run
+from compiler.backends.emu import (
+    EmulationCompileError,
+    EmulationError,
+    EmulationTimeoutError,
+    compile_kernel,
+    run,
+)
 from compiler.backends.errors import KernelRunError, KernelTimeoutError
 from compiler.source import KernelSource
 
@@ -18,6 +24,12 @@ class EmuRunner:
 
     def unavailable_reason(self) -> str | None:
         return None
+
+    def prepare(self, kernel: KernelSource) -> None:
+        try:
+            compile_kernel(kernel)
+        except EmulationCompileError as exc:
+            raise KernelRunError(f"{exc}\n{exc.log}") from exc
 
     def run(self, kernel: KernelSource, args: Sequence[np.ndarray | int | float], *, timeout_s: float) -> None:
         try:

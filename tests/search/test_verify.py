@@ -1,0 +1,88 @@
+"""The verification harness on a tiny operator whose kernels are right, wrong, broken or hanging."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from compiler.backends import get_runner
+from compiler.codegen import render_cuda
+from compiler.device import device_preset
+from compiler.ir import blockIdx, f32, if_, kernel, lower, threadIdx, while_
+from compiler.mapping import spatial
+from compiler.ops.base import TensorSpec
+from compiler.source import KernelSource
+from search.trial import TrialStatus
+from search.verify import check_schedule
+
+N = 1000
+
+
+@dataclass(frozen=True)
+class Flavour:
+    kind: str  # "right", "off_by_one", "partial", "hang", "oob", "syntax", "spill"
+
+
+class Scale:
+    """y = 2 * x over N elements, with deliberately broken flavours."""
+
+    name = "scale"
+
+    def build(self, spec: object, schedule: Flavour) -> KernelSource:
+        with kernel("scale", block=128, grid=-(-N // 128)) as k:
+            x = k.tensor("x", f32, (N,), const=True)
+            y = k.tensor("y", f32, (N,))
+            for (i,) in spatial(128).on(threadIdx.x):
+                index = blockIdx.x * 128 + i
+                limit = {"partial": N - 3, "oob": N + 64}.get(schedule.kind, N)
+                with if_(index < limit):
+                    factor = 2.0001 if schedule.kind == "off_by_one" else 2.0
+                    y[index] = x[index] * factor
+                if schedule.kind == "hang":
+                    with while_(index >= 0):
+                        y[index] = x[index]
+        source = render_cuda(lower(k.kernel))
+        if schedule.kind == "syntax":
+            source = KernelSource(source.entry, source.source.replace(";", " oops;", 1), source.grid,
+                                  source.block, source.params, source.shared_bytes)
+        return source
+
+    def inputs(self, spec: object, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"x": rng.standard_normal(N).astype(np.float32)}
+
+    def outputs(self, spec: object) -> tuple[TensorSpec, ...]:
+        return (TensorSpec("y", (N,), "float32"),)
+
+    def reference(self, spec: object, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"y": inputs["x"].astype(np.float64) * 2.0}
+
+
+def check(kind: str, **options):
+    return check_schedule(Scale(), None, Flavour(kind), runner=get_runner("emu"),
+                          device=device_preset("h200"), **options)
+
+
+def test_a_right_kernel_passes_with_usage_for_each_arch():
+    result = check("right")
+    assert result.status is TrialStatus.OK, result.message
+    assert result.error == pytest.approx(0.0, abs=1e-7)
+    assert set(result.usage) == {"sm_80", "sm_90"}
+    assert result.usage["sm_90"].registers > 0
+
+
+@pytest.mark.parametrize(("kind", "status", "message"), [
+    ("off_by_one", TrialStatus.WRONG_RESULT, "relative error"),
+    ("partial", TrialStatus.WRONG_RESULT, "relative error inf"),
+    ("syntax", TrialStatus.COMPILE_ERROR, "sm_80"),
+    ("oob", TrialStatus.LAUNCH_ERROR, "y"),
+])
+def test_broken_kernels_fail_with_the_right_status(kind, status, message):
+    result = check(kind)
+    assert result.status is status
+    assert message in result.message
+
+
+def test_a_hanging_kernel_times_out():
+    result = check("hang", timeout_s=1.0)
+    assert result.status is TrialStatus.TIMEOUT
