@@ -16,6 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # idle BLAS threads spin on 
 
 import argparse
 import itertools
+import resource
 import statistics
 import tempfile
 import time
@@ -36,11 +37,25 @@ extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__
 """
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds of reaped child processes (launch children, compilers): unlike wall time, it does
+    not grow when other work shares the cores."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _median_launch(
     binary: emu.EmuBinary, args: list[object], cfg: emu.EmuConfig, repeats: int
-) -> tuple[float, float]:
-    stats = [emu.launch(binary, args, config=cfg) for _ in range(repeats)]  # type: ignore[arg-type]
-    return statistics.median(s.kernel_s for s in stats), statistics.median(s.wall_s for s in stats)
+) -> tuple[float, float, float]:
+    """Median kernel seconds (in the child), launch wall seconds, and child CPU seconds per launch."""
+    kernel, wall, cpu = [], [], []
+    for _ in range(repeats):
+        before = _children_cpu_s()
+        stats = emu.launch(binary, args, config=cfg)  # type: ignore[arg-type]
+        cpu.append(_children_cpu_s() - before)
+        kernel.append(stats.kernel_s)
+        wall.append(stats.wall_s)
+    return statistics.median(kernel), statistics.median(wall), statistics.median(cpu)
 
 
 def _matmul_args(size: int, rng: np.random.Generator) -> list[object]:
@@ -52,9 +67,7 @@ def _matmul_args(size: int, rng: np.random.Generator) -> list[object]:
 def schedules(count: int) -> list[dict[str, int]]:
     """``count`` distinct matmul tilings with 64..256 threads per block."""
     found = []
-    for bm, bn, bk, tm, tn in itertools.product(
-        (64, 32, 128), (64, 32, 128), (16, 8, 32), (4, 2, 8), (4, 2, 8)
-    ):
+    for bm, bn, bk, tm, tn in itertools.product((64, 32, 128), (64, 32, 128), (16, 8, 32), (4, 2, 8), (4, 2, 8)):
         if bm % tm == 0 and bn % tn == 0 and 64 <= (bm // tm) * (bn // tn) <= 256:
             found.append({"bm": bm, "bn": bn, "bk": bk, "tm": tm, "tn": tn})
     if len(found) < count:
@@ -87,7 +100,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="wm-emu-bench-") as tmp:
         cfg = emu.EmuConfig(cache_dir=Path(tmp) / "warm", workers=opts.workers)
-        rows: list[tuple[str, str]] = []
+        rows: list[tuple[str, str, str]] = []
 
         n = 1 << 20
         axpy = KernelSource(
@@ -104,8 +117,14 @@ def main() -> None:
         )
         binary = emu.compile_kernel(axpy, config=cfg)
         x, y = rng.standard_normal(n).astype(np.float32), np.zeros(n, np.float32)
-        kernel_s, _ = _median_launch(binary, [x, y, 2.0, n], cfg, opts.repeats)
-        rows.append(("emulated threads/s, elementwise (2^20 threads, no barriers)", f"{n / kernel_s:.3g}"))
+        kernel_s, _, cpu_s = _median_launch(binary, [x, y, 2.0, n], cfg, opts.repeats)
+        rows.append(
+            (
+                "emulated threads/s, elementwise (2^20 threads, no barriers)",
+                f"{n / kernel_s:.3g}",
+                f"{n / cpu_s:.3g} per CPU-s",
+            )
+        )
 
         compile_s = []
         for size in (128, 256, 512):
@@ -113,31 +132,31 @@ def main() -> None:
             t0 = time.perf_counter()
             binary = emu.compile_kernel(kernel, config=cfg)
             compile_s.append(time.perf_counter() - t0)
-            kernel_s, wall_s = _median_launch(binary, _matmul_args(size, rng), cfg, opts.repeats)
+            kernel_s, wall_s, cpu_s = _median_launch(binary, _matmul_args(size, rng), cfg, opts.repeats)
             threads = kernel.num_blocks * kernel.threads_per_block
-            rows.append(
-                (
-                    f"f32 tiled matmul {size}^3: run (launch wall)",
-                    f"{kernel_s * 1e3:.1f} ms ({wall_s * 1e3:.1f} ms)",
-                )
-            )
+            label = f"f32 tiled matmul {size}^3: kernel (whole launch)"
+            rows.append((label, f"{kernel_s * 1e3:.1f} ms ({wall_s * 1e3:.1f} ms)", f"{cpu_s * 1e3:.1f} ms"))
             if size == 256:
-                rows.append(
-                    ("emulated threads/s, matmul 256^3 (2 barriers per k-tile)", f"{threads / kernel_s:.3g}")
-                )
-        rows.append(("host compile of one matmul kernel (cold cache)", f"{compile_s[0] * 1e3:.0f} ms"))
+                label = "emulated threads/s, matmul 256^3 (2 barriers per k-tile)"
+                rows.append((label, f"{threads / kernel_s:.3g}", f"{threads / cpu_s:.3g} per CPU-s"))
+        rows.append(("host compile of one matmul kernel (cold cache)", f"{compile_s[0] * 1e3:.0f} ms", ""))
 
         cold = emu.EmuConfig(cache_dir=Path(tmp) / "cold", workers=opts.workers)
         emu.compile_kernel(axpy, config=cold)  # builds the runtime library once, as any first use does
+        before = _children_cpu_s()
         wall = verify_schedules(30, 128, cold, rng)
-        rows.append(("verify 30 schedules of 128^3 incl. compiles", f"{wall:.2f} s"))
+        cpu = _children_cpu_s() - before
+        rows.append(("verify 30 schedules of 128^3 incl. compiles", f"{wall:.2f} s", f"{cpu:.2f} s"))
 
-    print(f"CUDA emulator, {opts.workers} workers, {os.cpu_count()} CPUs, median of {opts.repeats}")
-    width = max(len(r[0]) for r in rows)
-    print(f"| {'measure'.ljust(width)} | value |")
-    print(f"| {'-' * width} | ----- |")
-    for label, value in rows:
-        print(f"| {label.ljust(width)} | {value} |")
+    load = os.getloadavg()[0]
+    print(
+        f"CUDA emulator: {opts.workers} workers, {os.cpu_count()} CPUs, load average {load:.1f}, "
+        f"median of {opts.repeats}"
+    )
+    header = ("measure", "wall", "CPU (children)")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for row in [header, ("-" * widths[0], "-" * widths[1], "-" * widths[2]), *rows]:
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |")
 
 
 if __name__ == "__main__":
