@@ -7,7 +7,26 @@ Example::
     >>> x = np.random.rand(1000).astype(np.float32)
     >>> emu.run(k, [x, 1000])              # x is updated in place
 
-``compile_kernel`` and ``launch`` are the two halves of ``run``; compiled kernels are cached on disk.
+``compile_kernel`` and ``launch`` are the two halves of ``run``.
+
+How it works:
+
+- **Compile** (``build.py``): g++ compiles the source itself against ``include/wm_emu.h`` (forced
+  include: CUDA qualifiers, built-ins, shuffles, atomics, math, vector, ``__half``/``__nv_bfloat16``),
+  which includes only C headers; ``cuda_fp16.h``, ``cuda_bf16.h`` and ``warpmap/prims.cuh`` resolve to
+  their emulation versions. Shared objects are cached by (source, flags, emulator sources' digest) in
+  an LRU directory capped in bytes (``EmuConfig.cache_dir``, ``$WARPMAP_CACHE_DIR/emu`` by default).
+- **Threads** (``runtime/``): each CUDA thread is a fiber with its own stack (64 KiB, guard page
+  below); x86-64 switches with six pushes and a stack swap, other machines use ucontext. A block runs
+  wholly on one OS thread (its static ``__shared__`` arrays are that thread's TLS); blocks are spread
+  over ``EmuConfig.workers`` OS threads. ``__syncthreads`` and warp-level operations are rendezvous
+  between fibers; warp collectives (shuffles, mma, ldmatrix) gather all lanes' operands first.
+- **Launch** (``launch.py``): one ``fork`` per launch; arguments live in memory shared with the child,
+  each between inaccessible guard pages, so a crash, overrun or hang ends only the child and comes
+  back as an :class:`EmulationError` subclass with kernel, block and thread in its message.
+- **Races** (opt-in, ``detect_races``): the kernel is rebuilt with GCC's call-mode address
+  instrumentation, and every shared-memory access is checked against the accesses since the last
+  barrier.
 """
 
 from __future__ import annotations
