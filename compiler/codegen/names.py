@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Var
 from compiler.ir.kernel import Kernel
-from compiler.ir.rewrite import walk
+from compiler.ir.rewrite import statements
 from compiler.ir.stmt import Declare, DeclareBuffer, For
 
 #: Names a variable must not take: C++ keywords in generated code and the built-ins it uses.
@@ -72,10 +72,9 @@ def assign_names(kernel: Kernel) -> Names:
         if param.name in taken:
             raise CodegenError(f"kernel {kernel.name}: parameter name {param.name!r} is reserved")
         variables[id(param)] = unique(param.name)
-    for stmt in kernel.body:
-        for node in walk(stmt):
-            if isinstance(node, Declare | For) and id(node.var) not in variables:
-                variables[id(node.var)] = unique(node.var.name)
-            elif isinstance(node, DeclareBuffer) and id(node.buffer) not in buffers:
-                buffers[id(node.buffer)] = unique(node.buffer.name)
+    for stmt in statements(kernel.body):
+        if isinstance(stmt, Declare | For) and id(stmt.var) not in variables:
+            variables[id(stmt.var)] = unique(stmt.var.name)
+        elif isinstance(stmt, DeclareBuffer) and id(stmt.buffer) not in buffers:
+            buffers[id(stmt.buffer)] = unique(stmt.buffer.name)
     return Names(variables, buffers)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, replace
+from functools import cache
 from typing import Any, TypeVar, cast
 
 from compiler.ir.expr import Expr, Var
@@ -26,12 +27,17 @@ def map_children(node: Node, on_expr: ExprFn, on_body: BodyFn) -> Node:
     Returns ``node`` itself when nothing changed, so unchanged trees are shared.
     """
     changes: dict[str, Any] = {}
-    for field in fields(node):  # type: ignore[arg-type]
-        value = getattr(node, field.name)
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
         new = _map_value(value, on_expr, on_body)
         if new is not value:
-            changes[field.name] = new
+            changes[name] = new
     return replace(node, **changes) if changes else node  # type: ignore[type-var]
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def _map_value(value: Any, on_expr: ExprFn, on_body: BodyFn) -> Any:
@@ -90,16 +96,25 @@ def walk(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
         yield from walk(child)
 
 
+def statements(body: Body) -> Iterator[Stmt]:
+    """Every statement in ``body`` and the bodies nested in it, in pre-order (expressions skipped)."""
+    for stmt in body:
+        yield stmt
+        for name in _field_names(type(stmt)):
+            value = getattr(stmt, name)
+            if isinstance(value, tuple) and value and isinstance(value[0], Stmt):
+                yield from statements(value)
+
+
 def fresh_copy(body: Body) -> Body:
     """``body`` with every variable it declares (locals, loop indices) replaced by a new one.
 
     Replicating a body (explicit unrolling) needs this: each copy must declare its own variables.
     """
     renamed: dict[Var, Expr] = {}
-    for stmt in body:
-        for node in walk(stmt):
-            if isinstance(node, Declare | For) and node.var not in renamed:
-                renamed[node.var] = Var(node.var.name, node.var.type)
+    for stmt in statements(body):
+        if isinstance(stmt, Declare | For) and stmt.var not in renamed:
+            renamed[stmt.var] = Var(stmt.var.name, stmt.var.type)
 
     # Binders are expression fields too, so one substitution renames declarations and uses alike.
     return tuple(substitute(s, renamed) for s in body)
