@@ -94,9 +94,7 @@ def template_candidates(count: int) -> list[KernelSource]:
         m, n, k = 1024, 1024, 1024 + 256 * (index // len(tiles))
         threads = (bm // tm) * (bn // tn)
         entry = f"matmul_{bm}x{bn}x{bk}_t{tm}x{tn}_k{k}"
-        text = _TEMPLATE.format(
-            entry=entry, threads=threads, m=m, n=n, k=k, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn
-        )
+        text = _TEMPLATE.format(entry=entry, threads=threads, m=m, n=n, k=k, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn)
         kernels.append(KernelSource(entry, text, (n // bn, m // bm, 1), (threads, 1, 1), _MATMUL_PARAMS))
     return kernels
 
@@ -155,9 +153,7 @@ def _timed(mode: str, run: Callable[[], list[tuple[bool, bool, float]]], count: 
     return Row(mode, count, seconds, int(ok), int(cached), float(cpu))
 
 
-def measure(
-    candidates: Sequence[KernelSource], arch: str, workers: int, root: Path
-) -> tuple[list[Row], float]:
+def measure(candidates: Sequence[KernelSource], arch: str, workers: int, root: Path) -> tuple[list[Row], float]:
     """The four rows (cold/warm × one process/pool) and the pool's start-up seconds."""
     rows = []
     serial_cache = DiskCache(root / "serial", max_bytes=1 << 30)

@@ -108,9 +108,7 @@ class DiskCache:
     written is never evicted by its own ``put``, so one payload larger than the cap still lands.
     """
 
-    def __init__(
-        self, root: Path, max_bytes: int, *, low_water: float = 0.9, rescan_seconds: float = 30.0
-    ) -> None:
+    def __init__(self, root: Path, max_bytes: int, *, low_water: float = 0.9, rescan_seconds: float = 30.0) -> None:
         if max_bytes <= 0:
             raise ValueError(f"DiskCache: max_bytes must be positive, got {max_bytes}")
         if not 0.0 < low_water <= 1.0:

@@ -157,9 +157,7 @@ def detect_host_compiler(candidates: Sequence[str] = HOST_COMPILERS) -> HostComp
         version = completed.stdout.strip().splitlines()[0] if completed.stdout.strip() else None
         openmp, detail = _probe_openmp(path)
         return HostCompilerInfo(path, version, openmp, detail)
-    return HostCompilerInfo(
-        None, None, False, f"no host C++ compiler on PATH (tried {', '.join(candidates)})"
-    )
+    return HostCompilerInfo(None, None, False, f"no host C++ compiler on PATH (tried {', '.join(candidates)})")
 
 
 def _probe_openmp(compiler: Path) -> tuple[bool, str]:

@@ -63,9 +63,7 @@ _ARCH = re.compile(r"sm_(?P<number>\d+)(?P<suffix>[af]?)")
 # Arch-specific ("a") targets start with Hopper, family ("f") targets with Blackwell.
 _SUFFIX_FROM = {"": 0, "a": 90, "f": 100}
 _ARCH_OPTIONS = ("-arch", "--gpu-architecture", "-code", "--gpu-code")
-_LOCATED = re.compile(
-    r"^(?P<file>.*?)\((?P<line>\d+)\): (?:catastrophic )?error(?: #[\w-]+)?: (?P<message>.*)$"
-)
+_LOCATED = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?:catastrophic )?error(?: #[\w-]+)?: (?P<message>.*)$")
 _CACHE_MAGIC = b"WMN1"
 
 

@@ -18,9 +18,7 @@ Row = tuple[str, str, str]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check the toolchain: NVRTC, CUDA headers, host compiler, GPUs"
-    )
+    parser = subparsers.add_parser("doctor", help="check the toolchain: NVRTC, CUDA headers, host compiler, GPUs")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
 
@@ -40,9 +38,7 @@ def report_rows(report: ToolchainReport) -> list[Row]:
     nvrtc, headers, host, gpu = report.nvrtc, report.headers, report.host_compiler, report.gpu
     rows: list[Row] = [("warpmap", "ok", f"{report.warpmap_version} (Python {report.python})")]
     if nvrtc.usable:
-        rows.append(
-            ("NVRTC", "ok", f"{nvrtc.version}, smoke compile to sm_80 in {nvrtc.smoke_compile_ms:.0f} ms")
-        )
+        rows.append(("NVRTC", "ok", f"{nvrtc.version}, smoke compile to sm_80 in {nvrtc.smoke_compile_ms:.0f} ms"))
     else:
         rows.append(("NVRTC", "FAIL", nvrtc.error or "unusable"))
     rows.append(("NVRTC archs", "ok" if nvrtc.archs else "FAIL", " ".join(nvrtc.archs) or "none reported"))
@@ -50,9 +46,7 @@ def report_rows(report: ToolchainReport) -> list[Row]:
         rows.append(("CUDA headers", "missing", headers.reason or "not found"))
     else:
         state = "ok" if headers.reason is None else "missing"
-        rows.append(
-            ("CUDA headers", state, str(headers.path) + (f" ({headers.reason})" if headers.reason else ""))
-        )
+        rows.append(("CUDA headers", state, str(headers.path) + (f" ({headers.reason})" if headers.reason else "")))
     if host.path is None:
         rows.append(("host C++", "missing", host.openmp_detail))
     else:

@@ -95,9 +95,7 @@ def test_zero_devices_is_reported() -> None:
 
 
 def test_devices_are_listed() -> None:
-    api = fake_driver(
-        devices=[("NVIDIA H200", 9, 0, 150_000_000_000), ("NVIDIA A100-SXM4-80GB", 8, 0, 85 << 30)]
-    )
+    api = fake_driver(devices=[("NVIDIA H200", 9, 0, 150_000_000_000), ("NVIDIA A100-SXM4-80GB", 8, 0, 85 << 30)])
     info = detect_gpus(api)
     assert info.found and info.reason is None and info.driver_version == "13.0"
     assert info.devices == (

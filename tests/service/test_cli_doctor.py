@@ -20,9 +20,7 @@ from service.cli import doctor
 
 NVRTC = NvrtcInfo(True, "13.5", ("sm_80", "sm_90"), 41.6)
 HEADERS = HeadersInfo(Path("/opt/cuda/include"))
-HOST = HostCompilerInfo(
-    Path("/usr/bin/c++"), "c++ (Debian 12.2.0) 12.2.0", True, "-fopenmp works (16 threads)"
-)
+HOST = HostCompilerInfo(Path("/usr/bin/c++"), "c++ (Debian 12.2.0) 12.2.0", True, "-fopenmp works (16 threads)")
 NO_GPU = GpuInfo((), None, "no NVIDIA driver library (libcuda) on this machine: not found")
 TWO_GPUS = GpuInfo(
     (GpuDevice(0, "NVIDIA H200", (9, 0), 150_000_000_000), GpuDevice(1, "NVIDIA L4", (8, 9), 24 << 30)),

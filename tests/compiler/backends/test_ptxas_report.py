@@ -22,7 +22,7 @@ ptxas info    : Used 32 registers, used 0 barriers, 128 bytes cumulative stack s
 ptxas info    : Compile time = 2.661 ms
 ptxas info    : Function properties for _Z1fPf
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-"""  # noqa: E501 (captured text)
+"""
 
 # Captured from NVRTC 13.5 (-arch=sm_80, __launch_bounds__(1024, 2)): spills.
 SPILLING_SM80 = """\
@@ -64,9 +64,7 @@ def test_several_functions() -> None:
         barriers=1,
         constant_bytes=368,
     )
-    assert report["g"] == ResourceUsage(
-        registers=32, shared_bytes=0, stack_frame=128, barriers=0, constant_bytes=360
-    )
+    assert report["g"] == ResourceUsage(registers=32, shared_bytes=0, stack_frame=128, barriers=0, constant_bytes=360)
 
 
 def test_entry_usage_picks_the_named_entry() -> None:
@@ -93,8 +91,6 @@ def test_older_format_sums_constant_banks() -> None:
     assert usage == ResourceUsage(registers=64, shared_bytes=4096, barriers=0, constant_bytes=380)
 
 
-@pytest.mark.parametrize(
-    "log", ["", "kern.cu(3): error: expected an expression", "ptxas info    : 0 bytes gmem"]
-)
+@pytest.mark.parametrize("log", ["", "kern.cu(3): error: expected an expression", "ptxas info    : 0 bytes gmem"])
 def test_no_report(log: str) -> None:
     assert parse_ptxas_report(log) == {}
