@@ -41,6 +41,7 @@ from compiler.ir.lang import (
     blockDim,
     blockIdx,
     call,
+    elif_,
     else_,
     gridDim,
     if_,
@@ -61,7 +62,7 @@ from compiler.ir.types import bf16, boolean, f16, f32, i32, ptr, u32, vec
 
 __all__ = [
     "Buffer", "Expr", "Kernel", "Var", "abs_", "assign", "atomic_add", "atomic_max", "bf16", "blockDim",
-    "blockIdx", "boolean", "call", "cast", "column_major_strides", "else_", "exp", "exp2", "extern_call",
+    "blockIdx", "boolean", "call", "cast", "column_major_strides", "elif_", "else_", "exp", "exp2", "extern_call",
     "f16", "f32", "fast_div", "fast_exp", "fma", "gridDim", "i32", "if_", "kernel", "lane", "let",
     "local_index", "local_shape", "log", "logical_and", "logical_not", "logical_or", "lower", "make_vector",
     "max_", "min_", "ptr", "range_", "registers", "row_major_strides", "rsqrt", "select", "shared",

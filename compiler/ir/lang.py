@@ -29,7 +29,7 @@ from compiler.ir.expr import BuiltinVar, Call, Expr, Var, as_expr
 from compiler.ir.intrinsics import as_condition
 from compiler.ir.kernel import Dim3, Kernel, dim3
 from compiler.ir.scope import StatementBuilder, active_builder, building
-from compiler.ir.stmt import Assign, Declare, DeclareBuffer, Evaluate, For, If, Sync, Unroll, While
+from compiler.ir.stmt import Assign, Body, Declare, DeclareBuffer, Evaluate, For, If, Sync, Unroll, While
 from compiler.ir.types import DataType, PointerType, Type, f32, i32, u32
 
 
@@ -198,15 +198,41 @@ def if_(cond: Any) -> Iterator[None]:
 
 
 @contextmanager
-def else_() -> Iterator[None]:
-    """The other branch of the ``with if_(...)`` block directly before it."""
+def elif_(cond: Any) -> Iterator[None]:
+    """``else if (cond)`` after a ``with if_(...)`` (or ``elif_``) block; ``else_`` may follow it."""
+    condition = as_condition(cond, "elif_")
     builder = active_builder()
-    last = builder.last()
-    if not isinstance(last, If) or last.otherwise:
-        raise SyntaxError("`with else_():` must directly follow a `with if_(...):` block")
+    head = _open_chain(builder.last(), "elif_")
     builder.push()
     yield
-    builder.replace_last(replace(last, otherwise=builder.pop()))
+    builder.replace_last(_attach(head, (If(condition, builder.pop()),)))
+
+
+@contextmanager
+def else_() -> Iterator[None]:
+    """The last branch of the ``with if_(...)`` / ``elif_(...)`` chain directly before it."""
+    builder = active_builder()
+    head = _open_chain(builder.last(), "else_")
+    builder.push()
+    yield
+    builder.replace_last(_attach(head, builder.pop()))
+
+
+def _open_chain(last: object, what: str) -> If:
+    """The ``If`` just emitted, if its chain still lacks a final ``else``."""
+    branch = last
+    while isinstance(branch, If) and len(branch.otherwise) == 1 and isinstance(branch.otherwise[0], If):
+        branch = branch.otherwise[0]
+    if not isinstance(last, If) or not isinstance(branch, If) or branch.otherwise:
+        raise SyntaxError(f"`with {what}(...):` must directly follow a `with if_(...):` or elif_ block")
+    return last
+
+
+def _attach(head: If, otherwise: Body) -> If:
+    """``head`` with ``otherwise`` as the else-branch of the innermost ``If`` of its chain."""
+    if len(head.otherwise) == 1 and isinstance(head.otherwise[0], If):
+        return replace(head, otherwise=(_attach(head.otherwise[0], otherwise),))
+    return replace(head, otherwise=otherwise)
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from compiler.ir.lang import (
     atomic_add,
     blockIdx,
     call,
+    elif_,
+    else_,
     if_,
     kernel,
     let,
@@ -22,6 +24,7 @@ from compiler.ir.lang import (
     sync_threads,
     threadIdx,
     var,
+    while_,
 )
 from compiler.ir.types import f16, f32, i32
 from compiler.mapping import repeat
@@ -124,3 +127,38 @@ def test_dynamic_shared_async_copies_and_vectors():
     b = np.full_like(a, np.nan)
     emu.run(source, [a, b])
     np.testing.assert_array_equal(b, a[::-1, ::-1])
+
+
+def test_while_loops_and_else_if_chains():
+    with kernel("collatz", block=THREADS) as k:
+        steps = k.tensor("steps", i32, (THREADS,))
+        kinds = k.tensor("kinds", i32, (THREADS,))
+        value = var("value", i32, threadIdx.x + 1)
+        count = var("count", i32, 0)
+        with while_(value != 1):
+            with if_(value % 2 == 0):
+                assign(value, value // 2)
+            with else_():
+                assign(value, value * 3 + 1)
+            assign(count, count + 1)
+        steps[threadIdx.x] = count
+        with if_(count < 5):
+            kinds[threadIdx.x] = 0
+        with elif_(count < 20):
+            kinds[threadIdx.x] = 1
+        with else_():
+            kinds[threadIdx.x] = 2
+    source = render_cuda(lower(k.kernel))
+    assert "    } else if (count < 20) {" in source.source
+    steps, kinds = np.full(THREADS, -1, np.int32), np.full(THREADS, -1, np.int32)
+    emu.run(source, [steps, kinds])
+
+    def collatz(n: int) -> int:
+        count = 0
+        while n != 1:
+            n, count = (n // 2 if n % 2 == 0 else 3 * n + 1), count + 1
+        return count
+
+    expected = [collatz(t + 1) for t in range(THREADS)]
+    assert steps.tolist() == expected
+    assert kinds.tolist() == [0 if c < 5 else 1 if c < 20 else 2 for c in expected]

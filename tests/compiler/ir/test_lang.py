@@ -6,6 +6,7 @@ from compiler.ir.expr import Var
 from compiler.ir.lang import (
     assign,
     blockIdx,
+    elif_,
     else_,
     if_,
     kernel,
@@ -61,6 +62,34 @@ def test_statements_outside_a_kernel_are_refused():
         sync_threads()
     with pytest.raises(RuntimeError, match="inside `with kernel"):
         list(spatial(4).on(threadIdx.x))
+
+
+def test_elif_chains_nest_in_the_else_branch():
+    with kernel("k", block=32) as k:
+        out = k.tensor("out", i32, (32,))
+        with if_(threadIdx.x < 4):
+            out[threadIdx.x] = 0
+        with elif_(threadIdx.x < 8):
+            out[threadIdx.x] = 1
+        with elif_(threadIdx.x < 16):
+            out[threadIdx.x] = 2
+        with else_():
+            out[threadIdx.x] = 3
+    (chain,) = k.kernel.body
+    conditions = []
+    while isinstance(chain, If):
+        conditions.append(repr(chain.cond))
+        last = chain
+        chain = chain.otherwise[0] if len(chain.otherwise) == 1 else None
+    assert conditions == ["(threadIdx.x < 4)", "(threadIdx.x < 8)", "(threadIdx.x < 16)"]
+    assert isinstance(last.otherwise[0], Store) and last.otherwise[0].value.value == 3
+    with pytest.raises(SyntaxError, match="must directly follow"), kernel("k", block=32):  # noqa: PT012
+        with if_(threadIdx.x < 4):
+            sync_threads()
+        with else_():
+            sync_threads()
+        with elif_(threadIdx.x < 8):
+            sync_threads()
 
 
 def test_else_must_follow_an_if():
