@@ -2,7 +2,7 @@
 
 A kernel is written inside ``with kernel(...) as k:``. Parameters come from ``k.tensor`` (a pointer
 parameter viewed as a shaped tensor) and ``k.scalar``; control flow uses ``range_``, ``if_`` /
-``else_`` and ``while_``; task mappings iterate symbolically with ``mapping.on(threadIdx.x)``::
+``elif_`` / ``else_`` and ``while_``; task mappings iterate symbolically with ``mapping.on(threadIdx.x)``::
 
     with kernel("scale", block=128, grid=8) as k:
         x = k.tensor("x", f32, (1000,))
