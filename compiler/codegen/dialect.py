@@ -71,6 +71,7 @@ CUDA = Dialect(
     type_names=_frozen(
         f32="float", f16="__half", bf16="__nv_bfloat16", i32="int", u32="unsigned int", bool="bool",
         f32x2="float2", f32x4="float4", i32x2="int2", i32x4="int4", u32x2="uint2", u32x4="uint4",
+        f16x2="__half2", bf16x2="__nv_bfloat162",
     ),
     index_names=_frozen(**{
         f"{base}.{axis}": f"(int){base}.{axis}"
@@ -81,6 +82,7 @@ CUDA = Dialect(
         fast_exp="__expf", log="logf", sqrt="sqrtf", rsqrt="rsqrtf", fast_div="__fdividef", fma="fmaf",
         shfl="__shfl_sync", shfl_xor="__shfl_xor_sync", shfl_down="__shfl_down_sync",
         shfl_up="__shfl_up_sync", atomic_add="atomicAdd", atomic_max="atomicMax",
+        floats_to_half2="__floats2half2_rn", half2_to_floats="__half22float2",
     ),
     conversions=_frozen(**{
         "f32->f16": "__float2half_rn", "f16->f32": "__half2float",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.ir.expr import Call, Cast, Expr, Lane, MakeVector, Select, Unary, as_expr, binary
-from compiler.ir.types import DataType, Type, VectorType, boolean, f32, i32, u32, vec, void
+from compiler.ir.types import DataType, Type, VectorType, boolean, f16, f32, i32, u32, vec, void
 
 #: Header of the tensor-core and async-copy wrappers.
 PRIMS_HEADER = "warpmap/prims.cuh"
@@ -165,9 +165,26 @@ def shfl_up_sync(value: Any, delta: Any, width: int | None = None, mask: int = F
     return _shuffle("shfl_up", value, delta, width, mask)
 
 
+def floats_to_half2(low: Any, high: Any) -> Expr:
+    """Two f32 rounded into one f16 pair (``__floats2half2_rn``); ``low`` is lane 0."""
+    a, b = (as_expr(v, f32) for v in (low, high))
+    if a.type != f32 or b.type != f32:
+        raise TypeError(f"floats_to_half2 needs f32 values, got {a!r}: {a.type}, {b!r}: {b.type}")
+    return Call("floats_to_half2", (a, b), vec(f16, 2))
+
+
+def half2_to_floats(pair: Expr) -> Expr:
+    """An f16 pair widened to ``float2`` (``__half22float2``)."""
+    if pair.type != vec(f16, 2):
+        raise TypeError(f"half2_to_floats needs an f16 pair, got {pair!r} of type {pair.type}")
+    return Call("half2_to_floats", (pair,), vec(f32, 2))
+
+
 def make_vector(*elements: Any) -> Expr:
     """``make_float4(a, b, c, d)`` and friends, from 2 or 4 values of one 4-byte type."""
     exprs = _same_type("make_vector", *elements)
+    if isinstance(exprs[0].type, DataType) and exprs[0].type.nbytes != 4:
+        raise TypeError(f"make_vector takes 4-byte values; pack f16 pairs with floats_to_half2, not {exprs[0].type}")
     return MakeVector(exprs, vec(exprs[0].type, len(exprs)))  # type: ignore[arg-type]
 
 

@@ -36,14 +36,18 @@ class DataType:
 
 @dataclass(frozen=True)
 class VectorType:
-    """``lanes`` scalars moved as one 8- or 16-byte value (``float4``, ``int2`` ...)."""
+    """``lanes`` scalars moved as one value: ``float4``, ``int2`` ..., or a 16-bit pair (``__half2``)."""
 
     element: DataType
     lanes: int
 
     def __post_init__(self) -> None:
+        if self.element.kind == "float" and self.element.nbytes == 2:
+            if self.lanes != 2:
+                raise TypeError(f"16-bit {self.element} vectors are pairs, not {self.lanes} lanes")
+            return
         if self.element.kind not in ("float", "int", "uint") or self.element.nbytes != 4:
-            raise TypeError(f"vectors hold 4-byte float/int/uint elements, not {self.element}")
+            raise TypeError(f"vectors hold 4-byte float/int/uint elements or f16/bf16 pairs, not {self.element}")
         if self.lanes not in (2, 4):
             raise TypeError(f"vectors have 2 or 4 lanes, not {self.lanes}")
 

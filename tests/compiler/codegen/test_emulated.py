@@ -5,11 +5,22 @@ import random
 import numpy as np
 
 from compiler.backends import emu
+from compiler.backends.nvrtc import compile_source
 from compiler.codegen import render_cuda
 from compiler.ir import lower
 from compiler.ir.evaluate import evaluate_expr
 from compiler.ir.expr import Const, Expr
-from compiler.ir.intrinsics import cast, extern_call, lane, logical_and, make_vector, select, shfl_xor_sync
+from compiler.ir.intrinsics import (
+    cast,
+    extern_call,
+    floats_to_half2,
+    half2_to_floats,
+    lane,
+    logical_and,
+    make_vector,
+    select,
+    shfl_xor_sync,
+)
 from compiler.ir.lang import (
     assign,
     atomic_add,
@@ -162,3 +173,24 @@ def test_while_loops_and_else_if_chains():
     expected = [collatz(t + 1) for t in range(THREADS)]
     assert steps.tolist() == expected
     assert kinds.tolist() == [0 if c < 5 else 1 if c < 20 else 2 for c in expected]
+
+
+def test_half_pairs_round_trip():
+    with kernel("pairs", block=32) as k:
+        x = k.tensor("x", f32, (32, 2), const=True)
+        h = k.tensor("h", f16, (32, 2))
+        y = k.tensor("y", f32, (32, 2))
+        pair = let("pair", floats_to_half2(x[threadIdx.x, 0], x[threadIdx.x, 1]))
+        h.store_vector((threadIdx.x, 0), pair)
+        widened = let("widened", half2_to_floats(h.load_vector(threadIdx.x, 0, lanes=2)))
+        y.store_vector((threadIdx.x, 0), widened)
+    source = render_cuda(lower(k.kernel))
+    assert "    const __half2 pair = __floats2half2_rn(x[(int)threadIdx.x * 2], x[(int)threadIdx.x * 2 + 1]);" in (
+        source.source.splitlines())
+    assert compile_source(source, "sm_80").ok
+    x = np.random.default_rng(2).standard_normal((32, 2)).astype(np.float32)
+    h = np.full((32, 2), np.nan, dtype=np.float16)
+    y = np.full((32, 2), np.nan, dtype=np.float32)
+    emu.run(source, [x, h, y])
+    np.testing.assert_array_equal(h, x.astype(np.float16))
+    np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float32))
