@@ -235,3 +235,28 @@ def test_blocks_larger_than_cuda_allows_are_rejected(emu_config) -> None:
     )
     with pytest.raises(emu.EmulationArgumentError, match=r"block \(32, 33, 1\) has 1056 threads"):
         emu.run(k, [np.zeros(4, np.float32), 1, 2, 3.0, np.zeros(1, bool)], config=emu_config)
+
+
+REUSE = r"""
+extern "C" __global__ void reuse(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ float s[64];
+  const int t = threadIdx.x;
+  s[t] = x[t];
+  __syncthreads();
+  const float a = s[t ^ 1];
+  __syncthreads();
+  s[t] = 2.0f * a;  // this thread never reads s[t] again: only other threads see the store
+  __syncthreads();
+  y[t] = s[t ^ 2];
+}
+"""
+
+
+def test_shared_stores_read_only_by_other_threads_survive_optimisation(run_kernel, rng) -> None:
+    # The host compiler must treat a barrier as reading and writing every __shared__ array; otherwise
+    # it deletes the second store to s[t] as dead.
+    x = rng.standard_normal(64).astype(np.float32)
+    y = np.full(64, np.nan, np.float32)
+    run_kernel(REUSE, "reuse", (1, 1, 1), (64, 1, 1), [Param("x", "float32"), Param("y", "float32")], [x, y])
+    t = np.arange(64)
+    np.testing.assert_array_equal(y, 2.0 * x[(t ^ 2) ^ 1])
