@@ -17,9 +17,9 @@
 #define __launch_bounds__(...)
 /* Static __shared__ arrays are thread-local to the OS thread that runs the block; a block never
  * migrates, so all of its fibers (and only they) see the same arrays. `used` makes the compiler
- * assume code it cannot see (the barrier, in another library) reads and writes them: without it, GCC
- * proves that no call can touch a static whose address never escapes and deletes stores that only
- * other threads read. */
+ * assume that code it cannot see (the barrier, in another library) reads and writes them: a static
+ * whose address never escapes could otherwise be proven untouched by every call, and a store that
+ * only other threads read would be dead to the optimiser. */
 #define __shared__ static __thread __attribute__((used))
 #define __align__(n) __attribute__((aligned(n)))
 /* Atomics must not look like shared-memory races to the race detector's instrumentation. */
