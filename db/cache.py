@@ -45,6 +45,7 @@ class KernelFilter:
     """Which cached kernels an operation applies to; every field left None matches everything."""
 
     op: str | None = None
+    workload: str | None = None  # exact workload key, e.g. "matmul:1776f0bef7b8c162"
     device: str | None = None  # substring of the device name (case-insensitive) or exact device key
     arch: str | None = None
     toolchain: str | None = None  # exact toolchain key
@@ -77,10 +78,11 @@ class ImportReport:
 def _filtered(query: Select[Any], where: KernelFilter) -> Select[Any]:
     if where.op is not None:
         query = query.where(Workload.op == where.op)
+    if where.workload is not None:
+        query = query.where(Workload.key == where.workload)
     if where.device is not None:
         query = query.where(
-            (Device.key == where.device)
-            | func.lower(Device.name).contains(where.device.lower(), autoescape=True)
+            (Device.key == where.device) | func.lower(Device.name).contains(where.device.lower(), autoescape=True)
         )
     if where.arch is not None:
         query = query.where(Device.arch == where.arch)
@@ -102,9 +104,7 @@ def list_kernels(
 
 
 def cache_stats(*, session: Session) -> CacheStats:
-    rows, size = session.execute(
-        select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))
-    ).one()
+    rows, size = session.execute(select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))).one()
 
     def grouped(column: Any, model: Any, link: Any) -> tuple[tuple[str, int, int], ...]:
         query = (
@@ -124,9 +124,7 @@ def cache_stats(*, session: Session) -> CacheStats:
 
 
 def _totals(session: Session) -> tuple[int, int]:
-    rows, size = session.execute(
-        select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))
-    ).one()
+    rows, size = session.execute(select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))).one()
     return int(rows), int(size)
 
 
@@ -145,9 +143,7 @@ def evict(
     last_used = func.coalesce(Kernel.last_hit_at, Kernel.updated_at)
     # Newest first: the running total tells which rows still fit in the size budget.
     candidates = session.execute(
-        select(Kernel.id, Kernel.size_bytes, last_used.label("last_used")).order_by(
-            last_used.desc(), Kernel.id.desc()
-        )
+        select(Kernel.id, Kernel.size_bytes, last_used.label("last_used")).order_by(last_used.desc(), Kernel.id.desc())
     ).all()
     doomed: list[int] = []
     kept_bytes = 0
@@ -266,7 +262,5 @@ def import_jsonl(*, session: Session, stream: TextIO) -> ImportReport:
     read = stored = 0
     for workload, device, toolchain, result in read_export(stream):
         read += 1
-        stored += save_kernel(
-            session=session, workload=workload, device=device, toolchain=toolchain, result=result
-        )
+        stored += save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=result)
     return ImportReport(read=read, stored=stored, kept=read - stored)

@@ -4,6 +4,7 @@ Examples::
 
     warpmap cache ls --op matmul --device h100
     warpmap cache show 17 --source
+    warpmap cache show matmul:1776f0bef7b8c162
     warpmap cache evict --older-than 90d --max-size 2GiB
     warpmap cache export --arch sm_90 cache.jsonl      # then, on another cluster:
     warpmap cache import cache.jsonl
@@ -35,6 +36,7 @@ from db.cache import (
 )
 from db.errors import DatabaseError
 from db.migrate import current_revision, head_revision
+from db.records import CachedKernel
 from db.repository import get_kernel
 from db.session import create_engine_for, session_scope
 from service.cli.db import add_database_option, database_url, describe_revision, shown
@@ -103,7 +105,12 @@ def _session(args: argparse.Namespace) -> Iterator[Session]:
 def _filter(args: argparse.Namespace) -> KernelFilter:
     before = datetime.now(UTC) - parse_duration(args.older_than) if args.older_than else None
     return KernelFilter(
-        op=args.op, device=args.device, arch=args.arch, toolchain=args.toolchain, updated_before=before
+        op=args.op,
+        workload=args.workload,
+        device=args.device,
+        arch=args.arch,
+        toolchain=args.toolchain,
+        updated_before=before,
     )
 
 
@@ -122,9 +129,7 @@ def _ls(args: argparse.Namespace) -> int:
             }
             print(json.dumps({**summary, "latency_us": k.result.latency_us, "size_bytes": k.size_bytes}))
         return 0
-    header = (
-        f"{'ID':>6}  {'WORKLOAD':<26} {'DEVICE':<40} {'LATENCY_US':>11} {'HITS':>5} {'SIZE':>10}  UPDATED"
-    )
+    header = f"{'ID':>6}  {'WORKLOAD':<26} {'DEVICE':<40} {'LATENCY_US':>11} {'HITS':>5} {'SIZE':>10}  UPDATED"
     print(header)
     for k in kernels:
         print(
@@ -135,25 +140,33 @@ def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    try:
-        kernel_id = int(args.id)
-    except ValueError:
-        raise CliError(f"kernel id must be a number (see `warpmap cache ls`), got {args.id!r}") from None
-    with _session(args) as session:
-        try:
-            kernel = get_kernel(session=session, kernel_id=kernel_id)
-        except DatabaseError as exc:
-            raise CliError(str(exc)) from exc
+def _described(kernel: CachedKernel, *, with_source: bool) -> dict[str, Any]:
     record = to_export_record(kernel)
-    if not args.source:
+    if not with_source:
         record["kernel"]["source"] = f"<{len(kernel.result.source)} characters; --source prints it>"
     binary = kernel.result.binary
     record["kernel"]["binary_b64"] = None if binary is None else f"<{len(binary)} bytes>"
     record.update(id=kernel.id, workload_key=kernel.workload.key, device_key=kernel.device.key)
     record.update(toolchain_key=kernel.toolchain.key, hits=kernel.hits, size_bytes=kernel.size_bytes)
     record.update(updated_at=kernel.updated_at.isoformat(), created_at=kernel.created_at.isoformat())
-    print(json.dumps(record, indent=2, sort_keys=True))
+    return record
+
+
+def _show(args: argparse.Namespace) -> int:
+    """By id: one JSON object. By workload key: a JSON list, one entry per device and toolchain."""
+    with _session(args) as session:
+        if args.kernel.isdigit():
+            try:
+                kernel = get_kernel(session=session, kernel_id=int(args.kernel))
+            except DatabaseError as exc:
+                raise CliError(f"{exc} (see `warpmap cache ls`)") from exc
+            print(json.dumps(_described(kernel, with_source=args.source), indent=2, sort_keys=True))
+            return 0
+        kernels = list_kernels(session=session, where=KernelFilter(workload=args.kernel))
+    if not kernels:
+        raise CliError(f"no cached kernel with id or workload key {args.kernel!r} (see `warpmap cache ls`)")
+    described = [_described(k, with_source=args.source) for k in kernels]
+    print(json.dumps(described, indent=2, sort_keys=True))
     return 0
 
 
@@ -224,6 +237,7 @@ def _open(name: str, mode: str) -> TextIO:
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", help="operator name, e.g. matmul")
+    parser.add_argument("--workload", help="exact workload key, e.g. matmul:1776f0bef7b8c162")
     parser.add_argument("--device", help="device key, or part of the device name (case-insensitive)")
     parser.add_argument("--arch", help="compute capability or ISA, e.g. sm_90")
     parser.add_argument("--toolchain", help="exact toolchain key")
@@ -234,9 +248,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("cache", help="inspect and manage the tuned-kernel cache")
     commands = parser.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
 
-    def command(
-        name: str, help_text: str, func: Callable[[argparse.Namespace], int]
-    ) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         add_database_option(sub)
         sub.set_defaults(func=func)
@@ -247,17 +259,15 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    show = command("show", "print one cached kernel", _show)
-    show.add_argument("id", help="kernel id, as printed by `warpmap cache ls`")
+    show = command("show", "print a cached kernel, by id or by workload key", _show)
+    show.add_argument("kernel", help="kernel id or workload key, as printed by `warpmap cache ls`")
     show.add_argument("--source", action="store_true", help="include the CUDA source")
 
     stats = command("stats", "number of kernels and bytes, by device and operator", _stats)
     stats.add_argument("--json", action="store_true", help="print rows and bytes as JSON")
 
     ev = command("evict", "remove old entries, then least recently used ones over a size budget", _evict)
-    ev.add_argument(
-        "--older-than", metavar="DURATION", help="remove entries not used for this long, e.g. 90d"
-    )
+    ev.add_argument("--older-than", metavar="DURATION", help="remove entries not used for this long, e.g. 90d")
     ev.add_argument("--max-size", metavar="SIZE", help="then keep at most this many bytes, e.g. 2GiB")
     ev.add_argument("--dry-run", action="store_true", help="report what would go, remove nothing")
 

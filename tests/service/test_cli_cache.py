@@ -59,16 +59,12 @@ def db_url(tmp_path: Path) -> str:
     url = _new_db(tmp_path, "cache.db")
     engine = create_engine_for(url)
     with session_scope(engine) as session:
-        save_kernel(
-            session=session, workload=MATMUL, device=H100, toolchain=TOOLCHAIN, result=_result(5.0, "mm")
-        )
+        save_kernel(session=session, workload=MATMUL, device=H100, toolchain=TOOLCHAIN, result=_result(5.0, "mm"))
         save_kernel(
             session=session, workload=MATMUL, device=A100, toolchain=TOOLCHAIN, result=_result(9.0, "mm_old"),
             now=LONG_AGO,
         )  # fmt: skip
-        save_kernel(
-            session=session, workload=SOFTMAX, device=H100, toolchain=TOOLCHAIN, result=_result(2.0, "sm")
-        )
+        save_kernel(session=session, workload=SOFTMAX, device=H100, toolchain=TOOLCHAIN, result=_result(2.0, "sm"))
     engine.dispose()
     return url
 
@@ -114,7 +110,18 @@ def test_show_prints_one_kernel(db_url: str, capsys: Capture) -> None:
     assert "void sm()" in json.loads(capsys.readouterr().out)["kernel"]["source"]
 
 
-@pytest.mark.parametrize(("given", "message"), [("999", "no cached kernel with id 999"), ("abc", "'abc'")])
+def test_show_by_workload_key_lists_every_device(db_url: str, capsys: Capture) -> None:
+    assert cache(db_url, "show", MATMUL.key) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert sorted(k["device_key"] for k in shown) == sorted([H100.key, A100.key])
+    assert cache(db_url, "ls", "--workload", SOFTMAX.key, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["workload"] == SOFTMAX.key
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [("999", "no cached kernel with id 999"), ("matmul:0000000000000000", "'matmul:0000000000000000'")],
+)
 def test_show_unknown_kernel_is_exit_2(db_url: str, capsys: Capture, given: str, message: str) -> None:
     assert cache(db_url, "show", given) == 2
     assert message in capsys.readouterr().err
