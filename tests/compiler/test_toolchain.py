@@ -127,6 +127,16 @@ def test_nvrtc_probe() -> None:
     assert info.smoke_compile_ms is not None and info.smoke_compile_ms > 0
 
 
+def test_nvrtc_missing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing() -> tuple[int, int]:
+        raise DynamicLibNotFoundError("libnvrtc.so.13 not found")
+
+    monkeypatch.setattr(toolchain, "nvrtc_version", missing)
+    info = detect_nvrtc()
+    assert (info.usable, info.version, info.archs, info.smoke_compile_ms) == (False, None, (), None)
+    assert info.error == "DynamicLibNotFoundError: libnvrtc.so.13 not found"
+
+
 def test_cuda_headers_found() -> None:
     info = detect_cuda_headers()
     assert info.reason is None and info.path is not None
