@@ -144,6 +144,11 @@ WM_MINMAX(int)
 WM_MINMAX(unsigned int)
 WM_MINMAX(long long)
 WM_MINMAX(unsigned long long)
+/* Mixed signedness compares as unsigned, as CUDA's overloads do. */
+static __forceinline__ unsigned int min(int a, unsigned int b) { return min((unsigned int)a, b); }
+static __forceinline__ unsigned int min(unsigned int a, int b) { return min(a, (unsigned int)b); }
+static __forceinline__ unsigned int max(int a, unsigned int b) { return max((unsigned int)a, b); }
+static __forceinline__ unsigned int max(unsigned int a, int b) { return max(a, (unsigned int)b); }
 static __forceinline__ float min(float a, float b) { return __builtin_fminf(a, b); }
 static __forceinline__ float max(float a, float b) { return __builtin_fmaxf(a, b); }
 

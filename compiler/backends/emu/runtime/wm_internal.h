@@ -118,7 +118,8 @@ typedef struct wm_worker {
     uint32_t stall;
     wm_warp *warps;
     uint32_t nwarps;
-    unsigned char *dyn_shared;
+    unsigned char *dyn_shared; /* the launch's shared_bytes, ending at dyn_guard */
+    char *dyn_guard;           /* one inaccessible page */
     unsigned char *static_shared;
     size_t static_shared_bytes;
     /* race detection: one shadow record per 2 bytes of shared memory */

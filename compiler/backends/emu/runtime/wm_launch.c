@@ -94,6 +94,11 @@ static void wm_on_signal(int sig, siginfo_t *si, void *uc_void) {
             }
         }
         wm_worker *w = wm_self;
+        if (w && wm_in(addr, w->dyn_guard, WM_PAGE)) {
+            wm_fail(WM_ERR_BOUNDS, "out-of-bounds %s of dynamic shared memory in %s: byte %llu, but the launch "
+                    "has shared_bytes = %llu", is_write == 1 ? "write" : "read", wm_where(where, sizeof where),
+                    (unsigned long long)(addr - (uintptr_t)w->dyn_shared), (unsigned long long)d->dyn_shared);
+        }
         if (w && w->stacks && wm_in(addr, w->stacks, w->stacks_bytes)) {
             size_t stride = (size_t)d->stack_bytes + WM_PAGE;
             if ((addr - (uintptr_t)w->stacks) % stride < WM_PAGE) {
@@ -165,10 +170,18 @@ static void *wm_worker_main(void *arg) {
     }
     stack_t ss = {.ss_sp = w->altstack, .ss_size = WM_ALTSTACK, .ss_flags = 0};
     sigaltstack(&ss, NULL);
-    if (d->dyn_shared) {
-        w->dyn_shared = (unsigned char *)aligned_alloc(64, (d->dyn_shared + 63) & ~(uint64_t)63);
-        if (!w->dyn_shared) wm_fail(WM_ERR_CRASH, "out of memory for %llu bytes of dynamic shared memory",
-                                    (unsigned long long)d->dyn_shared);
+    {
+        /* Dynamic shared memory ends at an inaccessible page, so indexing past the launch's
+         * shared_bytes (a wrong size computed by the host side, say) is reported, not absorbed. */
+        size_t bytes = ((size_t)d->dyn_shared + 15) & ~(size_t)15;
+        size_t pages = (bytes + WM_PAGE - 1) & ~(size_t)(WM_PAGE - 1);
+        char *base = (char *)mmap(NULL, pages + WM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED || mprotect(base + pages, WM_PAGE, PROT_NONE) != 0) {
+            wm_fail(WM_ERR_CRASH, "out of memory for %llu bytes of dynamic shared memory",
+                    (unsigned long long)d->dyn_shared);
+        }
+        w->dyn_shared = (unsigned char *)base + pages - bytes;
+        w->dyn_guard = base + pages;
     }
     wm_block_dim.x = d->block[0];
     wm_block_dim.y = d->block[1];

@@ -107,9 +107,7 @@ def test_vector_loads_and_stores(run_kernel, rng) -> None:
     ]
     run_kernel(VECTORS, "vectors", (4, 1, 1), (64, 1, 1), params, [x, y, a, b, h, hf, u])
     xv, av = x.reshape(n, 4), a.reshape(n, 4)
-    np.testing.assert_array_equal(
-        y.reshape(n, 4), np.stack([xv[:, 3], xv[:, 2] * 2, xv[:, 1], xv[:, 0] + 1], 1)
-    )
+    np.testing.assert_array_equal(y.reshape(n, 4), np.stack([xv[:, 3], xv[:, 2] * 2, xv[:, 1], xv[:, 0] + 1], 1))
     np.testing.assert_array_equal(b.reshape(n, 4), np.stack([av[:, 1], av[:, 0], av[:, 3] ^ 5, av[:, 2]], 1))
     np.testing.assert_array_equal(hf[: 2 * n], h.astype(np.float32))
     p = a.view(np.uint32).reshape(-1, 2)[:n]

@@ -26,12 +26,8 @@ def example() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize(
-    ("m", "n", "k", "races"), [(128, 128, 128, False), (67, 45, 83, False), (67, 45, 83, True)]
-)
-def test_generated_matmul_matches_numpy(
-    emu_config, rng, example, m: int, n: int, k: int, races: bool
-) -> None:
+@pytest.mark.parametrize(("m", "n", "k", "races"), [(128, 128, 128, False), (67, 45, 83, False), (67, 45, 83, True)])
+def test_generated_matmul_matches_numpy(emu_config, rng, example, m: int, n: int, k: int, races: bool) -> None:
     source = example.efficient_matmul_source(m, n, k)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)

@@ -235,3 +235,23 @@ def test_race_detector_accepts_barriers_and_warp_synchronisation(run_kernel) -> 
     warp_local = RACY.replace("BARRIER", "__syncwarp();").replace("(t + 1) % 64", "(t & 32) | ((t + 1) & 31)")
     run_kernel(warp_local, "neighbours", (1, 1, 1), (64, 1, 1), X_Y, [x, y], detect_races=True)
     np.testing.assert_array_equal(y, np.concatenate([np.roll(x[:32], -1), np.roll(x[32:], -1)]))
+
+
+DYN_OVERRUN = r"""
+extern "C" __global__ void dyn_overrun(const float* __restrict__ x, float* __restrict__ y) {
+  extern __shared__ __align__(16) float d[];
+  d[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = d[threadIdx.x];
+}
+"""
+
+
+def test_dynamic_shared_memory_past_shared_bytes(run_kernel) -> None:
+    with pytest.raises(
+        emu.OutOfBoundsError, match=r"write of dynamic shared memory .*byte 4000, .*shared_bytes = 4000"
+    ):
+        run_kernel(DYN_OVERRUN, "dyn_overrun", (1, 1, 1), (1024, 1, 1), X_Y, _xy(1024), 4000)
+    x, y = _xy(1024)
+    run_kernel(DYN_OVERRUN, "dyn_overrun", (1, 1, 1), (1024, 1, 1), X_Y, [x, y], 4 * 1024)
+    np.testing.assert_array_equal(x, y)

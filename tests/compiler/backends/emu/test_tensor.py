@@ -94,9 +94,7 @@ def test_ldmatrix_thread_to_row_mapping(run_kernel, rng) -> None:
     mats = rng.integers(0, 2**16, (4, 8, 8), dtype=np.uint64).astype(np.uint16)
     src = mats.reshape(-1).view(np.float32)  # 16-bit patterns travel as raw bytes
     out = np.zeros(32 * 14, np.uint32)
-    run_kernel(
-        LDMATRIX, "ldm", (1, 1, 1), (32, 1, 1), [Param("src", "float32"), Param("out", "uint32")], [src, out]
-    )
+    run_kernel(LDMATRIX, "ldm", (1, 1, 1), (32, 1, 1), [Param("src", "float32"), Param("out", "uint32")], [src, out])
     lane = np.arange(32)
     r, c = lane // 4, 2 * (lane % 4)
 
@@ -234,6 +232,4 @@ def test_cp_async_data_arrives_only_at_the_wait(run_kernel, rng) -> None:
         [Param("x", "float32"), Param("y", "float32")],
         [x, y],
     )
-    np.testing.assert_array_equal(
-        y.reshape(32, 3), np.stack([np.full(32, -1.0), np.full(32, -1.0), x[0::4]], 1)
-    )
+    np.testing.assert_array_equal(y.reshape(32, 3), np.stack([np.full(32, -1.0), np.full(32, -1.0), x[0::4]], 1))
