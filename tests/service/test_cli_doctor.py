@@ -138,3 +138,13 @@ def test_console_script() -> None:
     completed = subprocess.run([SCRIPT, "doctor", "--json"], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["nvrtc"]["usable"] is True
+
+
+def test_doctor_exits_1_without_nvrtc(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = report(nvrtc=NvrtcInfo(False, None, (), None, "DynamicLibNotFoundError: nvrtc not found"))
+    monkeypatch.setattr(doctor, "detect_toolchain", lambda: broken)
+    assert run_doctor(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "NVRTC         FAIL   DynamicLibNotFoundError: nvrtc not found" in out
+    assert run_doctor(["doctor", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["nvrtc"]["usable"] is False
