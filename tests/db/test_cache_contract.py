@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from compiler.source import KernelSource, Param
 from db import (
     DeviceInfo,
     KernelResult,
@@ -41,9 +42,7 @@ def test_miss_on_empty_cache(engine: Engine, workload, device, toolchain) -> Non
     assert _lookup(engine, workload, device, toolchain, nearest=True) is None
 
 
-def test_stored_kernel_round_trips_every_field(
-    engine: Engine, workload, device, toolchain, make_result: Make
-) -> None:
+def test_stored_kernel_round_trips_every_field(engine: Engine, workload, device, toolchain, make_result: Make) -> None:
     result = make_result(12.5, binary=bytes(range(256)))
     assert _save(engine, workload, device, toolchain, result)
     hit = _lookup(engine, workload, device, toolchain)
@@ -86,9 +85,7 @@ def test_exact_lookup_distinguishes_driver_and_toolchain(
     _save(engine, workload, device, toolchain, make_result(9.0))
     assert _lookup(engine, workload, replace(device, driver="590.1"), toolchain) is None
     assert _lookup(engine, workload, device, replace(toolchain, nvrtc="13.6")) is None
-    assert (
-        _lookup(engine, WorkloadSpec(op="matmul", spec={**workload.spec, "k": 64}), device, toolchain) is None
-    )
+    assert _lookup(engine, WorkloadSpec(op="matmul", spec={**workload.spec, "k": 64}), device, toolchain) is None
 
 
 def test_nearest_lookup_is_marked_and_stays_on_the_architecture(
@@ -123,18 +120,14 @@ def test_nearest_prefers_same_device_then_same_toolchain(
     assert near.kernel.result.entry == "same_device_old_driver"
 
 
-def test_exact_match_wins_over_nearest(
-    engine: Engine, workload, device, toolchain, make_result: Make
-) -> None:
+def test_exact_match_wins_over_nearest(engine: Engine, workload, device, toolchain, make_result: Make) -> None:
     _save(engine, workload, replace(device, driver="1"), toolchain, make_result(1.0, tag="near"))
     _save(engine, workload, device, toolchain, make_result(50.0, tag="exact"))
     hit = _lookup(engine, workload, device, toolchain, nearest=True)
     assert hit is not None and hit.exact and hit.kernel.result.entry == "exact"
 
 
-def test_hits_are_counted_only_when_asked(
-    engine: Engine, workload, device, toolchain, make_result: Make
-) -> None:
+def test_hits_are_counted_only_when_asked(engine: Engine, workload, device, toolchain, make_result: Make) -> None:
     _save(engine, workload, device, toolchain, make_result(3.0))
     _lookup(engine, workload, device, toolchain)
     _lookup(engine, workload, device, toolchain)
@@ -145,9 +138,7 @@ def test_hits_are_counted_only_when_asked(
     assert datetime.now(UTC) - hit.kernel.last_hit_at < timedelta(minutes=1)
 
 
-def test_get_kernel_by_id_and_unknown_id(
-    engine: Engine, workload, device, toolchain, make_result: Make
-) -> None:
+def test_get_kernel_by_id_and_unknown_id(engine: Engine, workload, device, toolchain, make_result: Make) -> None:
     _save(engine, workload, device, toolchain, make_result(3.0))
     hit = _lookup(engine, workload, device, toolchain)
     assert hit is not None
@@ -167,3 +158,28 @@ def test_kernel_without_binary(engine: Engine, workload, device, toolchain, make
 def test_non_positive_latency_is_rejected(make_result: Make, latency: float) -> None:
     with pytest.raises(ValueError, match="latency_us"):
         make_result(latency)
+
+
+def test_kernel_from_compiler_hand_off(engine: Engine, workload, device, toolchain) -> None:
+    source = KernelSource(
+        entry="mm_64x64",
+        source='extern "C" __global__ void mm_64x64(const float* a, float* c, int n) {}',
+        grid=(16, 16, 1),
+        block=(128, 2, 1),
+        params=(Param("a", "float32"), Param("c", "float32"), Param("n", "int32", pointer=False)),
+        shared_bytes=8192,
+    )
+    result = KernelResult.from_kernel_source(
+        source, schedule={"block_m": 64}, latency_us=33.0, trials_used=40, binary=b"cubin"
+    )
+    _save(engine, workload, device, toolchain, result)
+    hit = _lookup(engine, workload, device, toolchain)
+    assert hit is not None
+    stored = hit.kernel.result
+    assert (stored.entry, stored.grid, stored.block, stored.shared_bytes) == (
+        "mm_64x64",
+        (16, 16, 1),
+        (128, 2, 1),
+        8192,
+    )
+    assert [Param(**p) for p in stored.params] == list(source.params)
