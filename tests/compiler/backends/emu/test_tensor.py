@@ -233,3 +233,31 @@ def test_cp_async_data_arrives_only_at_the_wait(run_kernel, rng) -> None:
         [x, y],
     )
     np.testing.assert_array_equal(y.reshape(32, 3), np.stack([np.full(32, -1.0), np.full(32, -1.0), x[0::4]], 1))
+
+
+SMALL_COPIES = r"""
+#include "warpmap/prims.cuh"
+extern "C" __global__ void small_copies(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ __align__(16) float s[32][4];
+  const int t = threadIdx.x;
+  for (int i = 0; i < 4; ++i) s[t][i] = -1.0f;
+  wm_cp_async_8(&s[t][0], x + 2 * t, (t % 3) * 4);  // 0, 4 or 8 bytes from x, zeros after
+  wm_cp_async_4(&s[t][2], x + 64 + t, t % 2 ? 4 : 0);
+  wm_cp_async_commit();
+  wm_cp_async_wait<0>();
+  for (int i = 0; i < 4; ++i) y[4 * t + i] = s[t][i];
+}
+"""
+
+
+def test_cp_async_4_and_8_bytes_with_partial_sources(run_kernel, rng) -> None:
+    x = rng.standard_normal(96).astype(np.float32)
+    y = np.full(128, np.nan, np.float32)
+    run_kernel(
+        SMALL_COPIES, "small_copies", (1, 1, 1), (32, 1, 1), [Param("x", "float32"), Param("y", "float32")], [x, y]
+    )
+    want = np.full((32, 4), -1.0, np.float32)
+    for t in range(32):
+        want[t, :2] = [x[2 * t] if t % 3 >= 1 else 0.0, x[2 * t + 1] if t % 3 == 2 else 0.0]
+        want[t, 2] = x[64 + t] if t % 2 else 0.0
+    np.testing.assert_array_equal(y.reshape(32, 4), want)

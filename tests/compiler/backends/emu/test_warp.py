@@ -96,3 +96,31 @@ def test_block_reduction_with_shuffles_and_shared_memory(run_kernel, rng) -> Non
         [x, y],
     )
     np.testing.assert_allclose(y, x.reshape(blocks, 96).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+PARTIAL_MASK = r"""
+extern "C" __global__ void partial_mask(const float* __restrict__ x, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  float v = x[threadIdx.x];
+  if (lane < 16) v += __shfl_xor_sync(0x0000ffffu, v, 1);
+  else v -= __shfl_down_sync(0xffff0000u, v, 2, 16);
+  y[threadIdx.x] = v;
+}
+"""
+
+
+def test_shuffles_among_a_subset_of_lanes(run_kernel, rng) -> None:
+    x = rng.standard_normal(64).astype(np.float32)
+    y = np.full(64, np.nan, np.float32)
+    run_kernel(
+        PARTIAL_MASK, "partial_mask", (1, 1, 1), (64, 1, 1), [Param("x", "float32"), Param("y", "float32")], [x, y]
+    )
+    want = np.empty(64, np.float32)
+    for i in range(64):
+        lane, w0 = i % 32, i - i % 32
+        if lane < 16:
+            want[i] = x[i] + x[w0 + (lane ^ 1)]
+        else:
+            src = lane + 2 if lane + 2 < 32 else lane
+            want[i] = x[i] - x[w0 + src]
+    np.testing.assert_array_equal(y, want)
