@@ -15,6 +15,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # idle BLAS threads spin on a core and skew timings
 
 import argparse
+import importlib.util
 import itertools
 import resource
 import statistics
@@ -35,6 +36,19 @@ extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__
   if (i < n) y[i] = a * x[i] + y[i];
 }
 """
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "efficient_matmul.py"
+
+
+def _example_matmul(size: int) -> KernelSource | None:
+    """The compiler's generated example matmul, when this checkout has it."""
+    spec = importlib.util.spec_from_file_location("efficient_matmul_example", EXAMPLE)
+    if not EXAMPLE.exists() or spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.efficient_matmul_source(size, size, size)
 
 
 def _children_cpu_s() -> float:
@@ -140,6 +154,13 @@ def main() -> None:
                 label = "emulated threads/s, matmul 256^3 (2 barriers per k-tile)"
                 rows.append((label, f"{threads / kernel_s:.3g}", f"{threads / cpu_s:.3g} per CPU-s"))
         rows.append(("host compile of one matmul kernel (cold cache)", f"{compile_s[0] * 1e3:.0f} ms", ""))
+        generated = _example_matmul(256)
+        if generated is not None:
+            binary = emu.compile_kernel(generated, config=cfg)
+            args = _matmul_args(256, rng)[:3]
+            kernel_s, wall_s, cpu_s = _median_launch(binary, args, cfg, opts.repeats)
+            label = "generated example matmul 256^3 (64x256 tiles): kernel (whole launch)"
+            rows.append((label, f"{kernel_s * 1e3:.1f} ms ({wall_s * 1e3:.1f} ms)", f"{cpu_s * 1e3:.1f} ms"))
 
         cold = emu.EmuConfig(cache_dir=Path(tmp) / "cold", workers=opts.workers)
         emu.compile_kernel(axpy, config=cold)  # builds the runtime library once, as any first use does
