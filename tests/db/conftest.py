@@ -73,9 +73,7 @@ class PostgresServer:
         done = subprocess.run(self._as_owner(*args), capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             log = self.log_file.read_text() if self.log_file.exists() else ""
-            raise RuntimeError(
-                f"{' '.join(args)} failed ({done.returncode}): {done.stderr or done.stdout}\n{log}"
-            )
+            raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr or done.stdout}\n{log}")
 
     def start(self) -> None:
         self._run(
@@ -124,7 +122,11 @@ def start_server(bin_dir: Path) -> PostgresServer:
     """
     root = Path(tempfile.mkdtemp(prefix="warpmap-pg-"))
     if os.geteuid() == 0:
-        account = pwd.getpwnam("postgres")
+        try:
+            account = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError("PostgreSQL refuses to run as root, and there is no 'postgres' account") from None
         os.chown(root, account.pw_uid, account.pw_gid)
     server = PostgresServer(bin_dir=bin_dir, root=root)
     try:
@@ -239,9 +241,7 @@ def toolchain() -> ToolchainInfo:
     return ToolchainInfo(warpmap="0.1.0", nvrtc="13.5", host_compiler="g++ 12.2.0")
 
 
-def kernel_result(
-    latency_us: float, *, tag: str = "k", binary: bytes | None = b"\x7fELF\x00\x01"
-) -> KernelResult:
+def kernel_result(latency_us: float, *, tag: str = "k", binary: bytes | None = b"\x7fELF\x00\x01") -> KernelResult:
     """A kernel whose schedule and source name its latency, so tests can tell stored kernels apart."""
     return KernelResult(
         schedule={"block_m": 64, "tag": tag, "latency": latency_us},

@@ -39,9 +39,7 @@ def filled(engine: Engine, workload, device, toolchain, make_result: Make) -> En
     softmax = WorkloadSpec(op="softmax", spec={"rows": 4096, "cols": 1024})
     small = WorkloadSpec(op="matmul", spec={**workload.spec, "m": 16})
     with session_scope(engine) as session:
-        save_kernel(
-            session=session, workload=workload, device=device, toolchain=toolchain, result=make_result(5.0)
-        )
+        save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=make_result(5.0))
         save_kernel(
             session=session,
             workload=small,
@@ -50,9 +48,7 @@ def filled(engine: Engine, workload, device, toolchain, make_result: Make) -> En
             result=make_result(2.0),
             now=LONG_AGO,
         )
-        save_kernel(
-            session=session, workload=softmax, device=a100, toolchain=toolchain, result=make_result(7.0)
-        )
+        save_kernel(session=session, workload=softmax, device=a100, toolchain=toolchain, result=make_result(7.0))
     return engine
 
 
@@ -147,15 +143,11 @@ def test_export_import_round_trip(filled: Engine, new_database: Callable[[], str
     target.dispose()
 
 
-def test_import_keeps_faster_local_entries(
-    filled: Engine, workload, device, toolchain, make_result: Make
-) -> None:
+def test_import_keeps_faster_local_entries(filled: Engine, workload, device, toolchain, make_result: Make) -> None:
     stream = io.StringIO()
     with session_scope(filled) as session:
         export_jsonl(session=session, stream=stream, where=KernelFilter(op="matmul", device="h100"))
-        save_kernel(
-            session=session, workload=workload, device=device, toolchain=toolchain, result=make_result(1.0)
-        )
+        save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=make_result(1.0))
     with session_scope(filled) as session:
         report = import_jsonl(session=session, stream=io.StringIO(stream.getvalue()))
         hit = lookup_kernel(session=session, workload=workload, device=device, toolchain=toolchain)

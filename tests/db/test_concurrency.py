@@ -52,9 +52,7 @@ def _writer(
                         number=number, params={"latency": latency}, status="ok", latency_median_us=latency
                     ),
                 )
-                if save_kernel(
-                    session=session, workload=workload, device=device, toolchain=toolchain, result=result
-                ):
+                if save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=result):
                     stored.append(latency)
         engine.dispose()
         outcomes.put(("ok", stored))
@@ -63,9 +61,7 @@ def _writer(
         raise
 
 
-def test_concurrent_writers_leave_only_the_fastest(
-    url: str, workload, device, toolchain, make_result
-) -> None:
+def test_concurrent_writers_leave_only_the_fastest(url: str, workload, device, toolchain, make_result) -> None:
     engine = create_engine_for(url)
     with session_scope(engine) as session:
         job, _ = submit_job(

@@ -44,9 +44,7 @@ def job_id(engine: Engine, workload, device, toolchain) -> int:
     return job.id
 
 
-def test_duplicate_submission_joins_the_active_job(
-    engine: Engine, job_id: int, workload, device, toolchain
-) -> None:
+def test_duplicate_submission_joins_the_active_job(engine: Engine, job_id: int, workload, device, toolchain) -> None:
     with session_scope(engine) as session:
         again, created = submit_job(
             session=session,
@@ -101,18 +99,12 @@ def test_expired_lease_is_reclaimed_and_old_owner_is_locked_out(engine: Engine, 
         taken = claim_job(session=session, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=11))
         assert taken is not None and (taken.lease_owner, taken.attempts) == ("w2", 2)
         with pytest.raises(LeaseLostError, match="'dead' does not hold it"):
-            heartbeat(
-                session=session, job_id=job_id, owner="dead", lease_seconds=10, now=T0 + timedelta(seconds=12)
-            )
+            heartbeat(session=session, job_id=job_id, owner="dead", lease_seconds=10, now=T0 + timedelta(seconds=12))
         with pytest.raises(LeaseLostError):
-            finish_job(
-                session=session, job_id=job_id, owner="dead", status="failed", now=T0 + timedelta(seconds=12)
-            )
+            finish_job(session=session, job_id=job_id, owner="dead", status="failed", now=T0 + timedelta(seconds=12))
         # A lease that lapsed is lost even before anyone else claims it.
         with pytest.raises(LeaseLostError):
-            heartbeat(
-                session=session, job_id=job_id, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=60)
-            )
+            heartbeat(session=session, job_id=job_id, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=60))
 
 
 def test_cancel_ends_a_job_once(engine: Engine, job_id: int) -> None:
@@ -149,9 +141,7 @@ def test_trials_are_stored_in_order_with_all_fields(engine: Engine, job_id: int)
             shared_bytes=8192,
             compile_ms=110.0,
         ),
-        TrialResult(
-            number=0, params={"block": [32, 4]}, status="compile_error", message="ptxas: too many resources"
-        ),
+        TrialResult(number=0, params={"block": [32, 4]}, status="compile_error", message="ptxas: too many resources"),
     ]
     with session_scope(engine) as session:
         for trial in trials:

@@ -26,9 +26,7 @@ def test_spec_hash_is_sha256_of_canonical_text() -> None:
     assert spec_hash({"b": 1, "a": 2}) == hashlib.sha256(b'{"a":2,"b":1}').hexdigest()
 
 
-@pytest.mark.parametrize(
-    "bad", [{"x": float("nan")}, {"x": [1, float("inf")]}, {1: "int key"}, {"x": object()}]
-)
+@pytest.mark.parametrize("bad", [{"x": float("nan")}, {"x": [1, float("inf")]}, {1: "int key"}, {"x": object()}])
 def test_non_json_specs_are_rejected_with_the_bad_value(bad: dict) -> None:
     with pytest.raises(ValueError, match="spec"):
         canonical_json(bad)

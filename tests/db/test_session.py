@@ -68,8 +68,7 @@ def test_newer_json_schema_is_refused(engine: Engine) -> None:
     with session_scope(engine) as session:
         session.execute(
             text(
-                "INSERT INTO wm_workloads (key, op, spec, spec_hash, created_at) VALUES "
-                "('op:1', 'op', :doc, 'h', :now)"
+                "INSERT INTO wm_workloads (key, op, spec, spec_hash, created_at) VALUES ('op:1', 'op', :doc, 'h', :now)"
             ),
             {"doc": '{"schema": 7, "data": {"n": 1}}', "now": "2026-11-01 00:00:00"},
         )
