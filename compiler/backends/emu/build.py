@@ -9,9 +9,9 @@ is appended that calls the kernel with typed arguments. ``cuda_fp16.h``, ``cuda_
 Example::
 
     >>> src = 'extern "C" __global__ void k(float* x) { extern __shared__ float s[]; x[0] = 1; }'
-    >>> prepare_source(KernelSource("k", src, (1, 1, 1), (1, 1, 1), (Param("x", "float32"),)))
-    ... # doctest: +ELLIPSIS
-    'extern "C" __global__ void k(float* x) { float* const s = (float*)wm_dynamic_shared(); x[0] = 1; }...'
+    >>> prepare_source(KernelSource("k", src, (1, 1, 1), (1, 1, 1), (Param("x", "float32"),))).splitlines()
+    ['extern "C" __global__ void k(float* x) { float* const s = (float*)wm_dynamic_shared(); x[0] = 1; }',
+     'extern "C" __attribute__((visibility("default"))) void wm_emu_entry(void** args) { k((float*)args[0]); }']
 """
 
 from __future__ import annotations
