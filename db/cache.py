@@ -104,6 +104,7 @@ def list_kernels(
 
 
 def cache_stats(*, session: Session) -> CacheStats:
+    """Rows and bytes in total, by device key and by operator (``size_bytes`` summed)."""
     rows, size = session.execute(select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))).one()
 
     def grouped(column: Any, model: Any, link: Any) -> tuple[tuple[str, int, int], ...]:
@@ -121,11 +122,6 @@ def cache_stats(*, session: Session) -> CacheStats:
         by_device=grouped(Device.key, Device, Kernel.device_id == Device.id),
         by_op=grouped(Workload.op, Workload, Kernel.workload_id == Workload.id),
     )
-
-
-def _totals(session: Session) -> tuple[int, int]:
-    rows, size = session.execute(select(func.count(Kernel.id), func.coalesce(func.sum(Kernel.size_bytes), 0))).one()
-    return int(rows), int(size)
 
 
 def evict(
