@@ -1,0 +1,246 @@
+"""A tensor-core GEMM mainloop (mma.sync m16n8k16, f32 accumulate) that any implicit GEMM can reuse.
+
+The block computes a ``block_m x block_n`` tile of ``C = A @ B`` with ``A: m x k`` and ``B: k x n``.
+Its warps form a ``(block_m / warp_m) x (block_n / warp_n)`` grid; a warp covers its tile with
+``warp_m / 16 x warp_n / 8`` mma tiles. K advances ``block_k`` at a time through ``stages`` shared
+buffers filled by ``cp.async``: while the warps multiply stage ``t % stages``, the copies of the next
+``stages - 1`` tiles are in flight.
+
+Filling a stage is the caller's business (a :data:`Fetch`), so matmul reads plain tensors and a
+convolution reads an im2col view through the same mainloop. ``copy_tile`` is the ready-made fetch for a
+tile whose columns are contiguous in global memory.
+
+Shared layout: each operand is staged either k-contiguous (``[stage][outer][block_k + 8]``) or
+outer-contiguous (``[stage][block_k][outer + 8]``), whichever matches global memory so every copy is a
+contiguous run. The 8-element (16-byte) row padding keeps ldmatrix free of bank conflicts: a row of W
+halves padded to W + 8 spans an odd number of 16-byte units when W is a multiple of 16, so the 8 rows one
+8x8 matrix reads start in 8 distinct 16-byte bank groups. Example: block_k = 32 gives a 40-half (80-byte,
+5-unit) pitch; rows 0..7 start at units 0, 5, 10, 15, 20, 25, 30, 35, i.e. 0, 5, 2, 7, 4, 1, 6, 3 mod 8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.ir import (
+    Buffer,
+    Expr,
+    call,
+    cast,
+    extern_call,
+    f32,
+    i32,
+    if_,
+    let,
+    max_,
+    min_,
+    range_,
+    registers,
+    select,
+    sync_threads,
+    threadIdx,
+    u32,
+)
+from compiler.ir.types import DataType, bf16, f16
+from compiler.mapping import auto_map
+
+#: Row padding of every staged tile, in 16-bit elements (one 16-byte unit).
+PAD = 8
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+#: cp.async wrapper per copy width in 16-bit elements; width 1 falls back to element loads.
+COPY_WRAPPER = {8: "wm_cp_async_16", 4: "wm_cp_async_8", 2: "wm_cp_async_4"}
+
+
+@dataclass(frozen=True)
+class MmaSchedule:
+    """Tiling of a tensor-core GEMM.
+
+    >>> s = MmaSchedule(block_m=64, block_n=128, block_k=32, warp_m=32, warp_n=64, stages=3)
+    >>> s.warps, s.threads, s.mma_tiles
+    ((2, 2), 128, (2, 8))
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    warp_m: int
+    warp_n: int
+    stages: int
+
+    @property
+    def warps(self) -> tuple[int, int]:
+        return self.block_m // self.warp_m, self.block_n // self.warp_n
+
+    @property
+    def threads(self) -> int:
+        return self.warps[0] * self.warps[1] * 32
+
+    @property
+    def mma_tiles(self) -> tuple[int, int]:
+        """mma tiles per warp along m and n."""
+        return self.warp_m // MMA_M, self.warp_n // MMA_N
+
+    def register_estimate(self) -> int:
+        """Accumulators and fragments plus a fixed allowance for addresses and loop state."""
+        tiles_m, tiles_n = self.mma_tiles
+        return tiles_m * tiles_n * 4 + tiles_m * 4 + tiles_n * 2 + 40
+
+
+@dataclass(frozen=True)
+class Operand:
+    """How one operand (``A`` with outer = m, or ``B`` with outer = n) is staged in shared memory."""
+
+    outer: int
+    block_k: int
+    stages: int
+    k_contiguous: bool
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """Rows and columns of one stage as global memory presents them (columns contiguous)."""
+        return (self.outer, self.block_k) if self.k_contiguous else (self.block_k, self.outer)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        rows, cols = self.tile
+        return self.stages, rows, cols + PAD
+
+    @property
+    def nbytes(self) -> int:
+        stages, rows, cols = self.shape
+        return stages * rows * cols * 2
+
+
+def operands(schedule: MmaSchedule, a_k_contiguous: bool, b_k_contiguous: bool) -> tuple[Operand, Operand]:
+    return (Operand(schedule.block_m, schedule.block_k, schedule.stages, a_k_contiguous),
+            Operand(schedule.block_n, schedule.block_k, schedule.stages, b_k_contiguous))
+
+
+def shared_bytes(schedule: MmaSchedule, a_k_contiguous: bool = True, b_k_contiguous: bool = True) -> int:
+    a, b = operands(schedule, a_k_contiguous, b_k_contiguous)
+    return a.nbytes + b.nbytes
+
+
+#: ``fetch(stage, k_tile)`` issues (without committing) the copies of K tile ``k_tile`` into ``stage``.
+Fetch = Callable[[Expr, Expr], None]
+#: ``source(row, col)`` for the chunk starting at tile ``(row, col)``: the global tensor, the indices of
+#: the chunk's first element, and how many of its elements exist (0 .. width; the rest read as zero).
+#: When the count is 0 the indices must still be in bounds and aligned (point at element 0, say).
+Source = Callable[[Expr, Expr], tuple[Buffer, tuple[Any, ...], Expr]]
+
+
+def copy_tile(smem: Buffer, stage: Expr, operand: Operand, source: Source, width: int, threads: int) -> None:
+    """Copy one stage, ``width`` contiguous elements per chunk, spread over ``threads`` threads.
+
+    Widths 8, 4 and 2 use 16-, 8- and 4-byte ``cp.async`` with zero-fill past the edges; width 1 loads
+    element by element (for rows whose starts are not 4-byte aligned), synchronously.
+    """
+    rows, cols = operand.tile
+    mapping = auto_map(rows, cols // width, workers=threads)
+    for r, c in mapping.on(threadIdx.x):
+        tensor, indices, count = source(r, c * width)
+        if width == 1:
+            value = select(count > 0, tensor[indices], cast(0.0, smem.dtype))
+            smem[stage, r, c] = value
+        else:
+            src_bytes = max_(0, min_(count, width)) * 2
+            call(extern_call(COPY_WRAPPER[width], smem.address(stage, r, c * width), tensor.address(*indices),
+                             src_bytes))
+
+
+def clamp_count(limit: Expr | int, start: Expr, width: int) -> Expr:
+    """Elements of a ``width`` chunk at ``start`` below ``limit``: ``clamp(limit - start, 0, width)``."""
+    return max_(0, min_(limit - start, width))
+
+
+def _load_a(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, row0: Expr, kk: int, lane: Expr) -> None:
+    """ldmatrix x4 of the 16 x 16 A tile at (row0, kk): matrices (m lo, k lo), (m hi, k lo), (m lo, k hi) ..."""
+    if operand.k_contiguous:
+        address = smem.address(stage, row0 + lane % 16, kk + lane // 16 * 8)
+        call(extern_call("wm_ldmatrix_x4", frag, address))
+    else:  # stored [k][m]: the transposing load hands each lane the row-major fragment
+        address = smem.address(stage, kk + lane // 16 * 8 + lane % 8, row0 + lane // 8 % 2 * 8)
+        call(extern_call("wm_ldmatrix_x4_trans", frag, address))
+
+
+def _load_b(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, col0: Expr, kk: int, lane: Expr) -> None:
+    """ldmatrix x4 of two 16 x 8 B tiles at columns col0 and col0 + 8: (n0, k lo), (n0, k hi), (n1, k lo) ..."""
+    if operand.k_contiguous:  # stored [n][k]: each 8 x 8 matrix is already B's column fragment
+        address = smem.address(stage, col0 + lane // 16 * 8 + lane % 8, kk + lane // 8 % 2 * 8)
+        call(extern_call("wm_ldmatrix_x4", frag, address))
+    else:
+        address = smem.address(stage, kk + lane // 8 % 2 * 8 + lane % 8, col0 + lane // 16 * 8)
+        call(extern_call("wm_ldmatrix_x4_trans", frag, address))
+
+
+def mma_mainloop(schedule: MmaSchedule, dtype: DataType, smem_a: Buffer, smem_b: Buffer,
+                 a: Operand, b: Operand, fetch: Fetch, num_k_tiles: Expr | int) -> Buffer:
+    """Emit the pipelined loop; returns the accumulators ``acc[tile_m][tile_n][4]`` (f32).
+
+    Pipeline: stages ``0 .. stages-2`` are fetched up front, one commit group per K tile (empty groups
+    past the end keep the count uniform). Iteration ``t`` waits until at most ``stages - 2`` groups are
+    pending (so tile ``t`` has landed), syncs (so every warp is done with the stage about to be
+    overwritten, read in iteration ``t - 1``), starts the fetch of tile ``t + stages - 1``, then multiplies.
+    """
+    if dtype not in (f16, bf16):
+        raise ValueError(f"tensor-core mainloop takes f16 or bf16 operands, not {dtype}")
+    mma = "wm_mma_m16n8k16_f16" if dtype == f16 else "wm_mma_m16n8k16_bf16"
+    tiles_m, tiles_n = schedule.mma_tiles
+    stages = schedule.stages
+    lane = let("lane", threadIdx.x % 32)
+    warp = let("warp", threadIdx.x // 32)
+    warp_row = let("warp_row", warp // schedule.warps[1] * schedule.warp_m)
+    warp_col = let("warp_col", warp % schedule.warps[1] * schedule.warp_n)
+    acc = registers("acc", f32, (tiles_m, tiles_n, 4))
+    frag_a = registers("frag_a", u32, (tiles_m, 4))
+    frag_b = registers("frag_b", u32, (tiles_n, 2))
+    for i in range(tiles_m):
+        for j in range(tiles_n):
+            for r in range(4):
+                acc[i, j, r] = 0.0
+    for s in range(stages - 1):
+        with if_(as_i32(s) < num_k_tiles):
+            fetch(as_i32(s), as_i32(s))
+        call(extern_call("wm_cp_async_commit"))
+    for k_tile in range_(num_k_tiles, name="k_tile"):
+        call(extern_call("wm_cp_async_wait", template_args=(stages - 2,)))
+        sync_threads()
+        ahead = let("ahead", k_tile + (stages - 1))
+        with if_(ahead < num_k_tiles):
+            fetch(ahead % stages, ahead)
+        call(extern_call("wm_cp_async_commit"))
+        stage = let("stage", k_tile % stages)
+        for kk in range(0, schedule.block_k, MMA_K):
+            for i in range(tiles_m):
+                _load_a(frag_a.address(i, 0), smem_a, stage, a, warp_row + i * MMA_M, kk, lane)
+            for j in range(0, tiles_n, 2):
+                _load_b(frag_b.address(j, 0), smem_b, stage, b, warp_col + j * MMA_N, kk, lane)
+            for i in range(tiles_m):
+                for j in range(tiles_n):
+                    call(extern_call(mma, acc.address(i, j, 0), frag_a.address(i, 0), frag_b.address(j, 0),
+                                     acc.address(i, j, 0)))
+    call(extern_call("wm_cp_async_wait", template_args=(0,)))
+    return acc
+
+
+def as_i32(value: int) -> Expr:
+    return cast(value, i32)
+
+
+#: ``write(row, col, value)`` stores accumulator ``value`` (f32) for block-tile element ``(row, col)``.
+Write = Callable[[Expr, Expr, Expr], None]
+
+
+def store_accumulators(schedule: MmaSchedule, acc: Buffer, write: Write) -> None:
+    """Hand every accumulator to ``write`` with its block-tile coordinates (the mma D fragment layout)."""
+    tiles_m, tiles_n = schedule.mma_tiles
+    lane = let("out_lane", threadIdx.x % 32)
+    warp = let("out_warp", threadIdx.x // 32)
+    group = let("group", warp // schedule.warps[1] * schedule.warp_m + lane // 4)
+    pair = let("pair", warp % schedule.warps[1] * schedule.warp_n + lane % 4 * 2)
+    for i in range(tiles_m):
+        for j in range(tiles_n):
+            for r in range(4):
+                write(group + (i * MMA_M + r // 2 * 8), pair + (j * MMA_N + r % 2), acc[i, j, r])

@@ -1,0 +1,177 @@
+"""Tensor-core matmul template (f16 and bf16 in, f32 accumulate, C in the input dtype), and its space.
+
+The block at ``(blockIdx.y, blockIdx.x)`` of batch ``blockIdx.z`` computes the ``block_m x block_n``
+tile of C at that position with :func:`compiler.ops.gemm_mma.mma_mainloop`. Each operand is copied in
+the layout it has in global memory (row-major A and column-major B are k-contiguous), so every copy is a
+contiguous run; the mainloop's ldmatrix (plain or ``.trans``) turns either into mma fragments.
+
+Copy width: 16-byte ``cp.async`` needs every row start 16-byte aligned, so the build picks the widest of
+8, 4, 2 elements that divides the contiguous extent (k for row-major A, m for column-major A, and so on)
+and falls back to element loads when that extent is odd. Edges of any M, N, K are zero-filled.
+
+Split-k is not offered: with C in f16/bf16, partial sums would need an f32 workspace and a second
+kernel, and the operator contract builds one kernel per schedule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.codegen import render_cuda
+from compiler.device import DeviceSpec
+from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, logical_and, lower, select, shared
+from compiler.ir.types import DataType, bf16, f16
+from compiler.ops.gemm_mma import (
+    MMA_M,
+    MmaSchedule,
+    Operand,
+    clamp_count,
+    copy_tile,
+    mma_mainloop,
+    operands,
+    store_accumulators,
+)
+from compiler.ops.matmul_spec import MatmulSpec
+from compiler.source import KernelSource
+from compiler.space import Constraint, Param, Space
+
+DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
+#: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def copy_width(extent: int) -> int:
+    """Widest chunk (8, 4, 2 or 1 elements) whose starts stay aligned when rows are ``extent`` long.
+
+    >>> copy_width(64), copy_width(84), copy_width(90), copy_width(83)
+    (8, 4, 2, 1)
+    """
+    return next(w for w in (8, 4, 2, 1) if extent % w == 0)
+
+
+def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
+    """The CUDA kernel ``c[b] = a[b] @ b[b]`` for ``spec`` tiled by ``schedule``."""
+    if spec.dtype not in DTYPES:
+        raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
+    problem = schedule_problem(schedule)
+    if problem is not None:
+        raise ValueError(f"schedule {schedule}: {problem}")
+    dtype = DTYPES[spec.dtype]
+    m, n, k = spec.m, spec.n, spec.k
+    op_a, op_b = operands(schedule, spec.layout_a == "row", spec.layout_b == "col")
+    threads = schedule.threads
+    grid = (_cdiv(n, schedule.block_n), _cdiv(m, schedule.block_m), spec.batch)
+    name = f"matmul_mma_{spec.dtype}_{spec.layout_a}_{spec.layout_b}"
+    with kernel(name, block=threads, grid=grid) as builder:
+        a = builder.tensor("a", dtype, spec.a_shape, const=True)
+        b = builder.tensor("b", dtype, spec.b_shape, const=True)
+        c = builder.tensor("c", dtype, spec.c_shape)
+        smem_a, smem_b = _stage_buffers(builder, dtype, op_a, op_b)
+        batch = blockIdx.z
+        row0 = blockIdx.y * schedule.block_m
+        col0 = blockIdx.x * schedule.block_n
+        fetch_a = _operand_source(a, batch, row0, m, k, op_a)
+        fetch_b = _operand_source(b, batch, col0, n, k, op_b)
+        width_a = copy_width(k if op_a.k_contiguous else m)
+        width_b = copy_width(k if op_b.k_contiguous else n)
+
+        def fetch(stage: Expr, k_tile: Expr) -> None:
+            k0 = k_tile * schedule.block_k
+            copy_tile(smem_a, stage, op_a, fetch_a(k0, width_a), width_a, threads)
+            copy_tile(smem_b, stage, op_b, fetch_b(k0, width_b), width_b, threads)
+
+        acc = mma_mainloop(schedule, dtype, smem_a, smem_b, op_a, op_b, fetch, _cdiv(k, schedule.block_k))
+
+        def write(row: Expr, col: Expr, value: Expr) -> None:
+            with if_(logical_and(row0 + row < m, col0 + col < n)):
+                c[batch, row0 + row, col0 + col] = cast(value, dtype)
+
+        store_accumulators(schedule, acc, write)
+    return render_cuda(lower(builder.kernel))
+
+
+def _stage_buffers(builder: Any, dtype: DataType, op_a: Operand, op_b: Operand) -> tuple[Buffer, Buffer]:
+    if op_a.nbytes + op_b.nbytes <= STATIC_SHARED_LIMIT:
+        return shared("smem_a", dtype, op_a.shape), shared("smem_b", dtype, op_b.shape)
+    return (builder.dynamic_shared("smem_a", dtype, op_a.shape),
+            builder.dynamic_shared("smem_b", dtype, op_b.shape, byte_offset=op_a.nbytes))
+
+
+def _operand_source(tensor: Buffer, batch: Expr, outer0: Expr, outer: int, k: int, operand: Operand) -> Any:
+    """``source_at(k0, width)``: the chunk source of this operand's tile for the K tile starting at ``k0``.
+
+    A k-contiguous operand is stored ``[batch][outer][k]``, tile rows are outer indices; otherwise it is
+    ``[batch][k][outer]`` and tile rows are k indices. Chunks with nothing to read point at element 0.
+    """
+
+    def source_at(k0: Expr, width: int) -> Any:
+        def source(row: Expr, col: Expr) -> tuple[Buffer, tuple[Expr, ...], Expr]:
+            if operand.k_contiguous:
+                g_row, g_col, rows, cols = outer0 + row, k0 + col, outer, k
+            else:
+                g_row, g_col, rows, cols = k0 + row, outer0 + col, k, outer
+            count = select(g_row < rows, clamp_count(cols, g_col, width), 0)
+            inside = count > 0
+            return tensor, (batch, select(inside, g_row, 0), select(inside, g_col, 0)), count
+
+        return source
+
+    return source_at
+
+
+def schedule_problem(s: MmaSchedule) -> str | None:
+    """Why ``s`` cannot be built at all (tile arithmetic), or None."""
+    if s.warp_m % MMA_M or s.warp_n % 16:
+        return "warp tile must be a multiple of 16 x 16"
+    if s.block_m % s.warp_m or s.block_n % s.warp_n:
+        return "block tile must be a multiple of the warp tile"
+    if s.block_k % 16:
+        return "block_k must be a multiple of 16"
+    if not 2 <= s.stages <= 4:
+        return "stages must be 2, 3 or 4"
+    return None
+
+
+def _copies_tile(s: MmaSchedule) -> bool:
+    """Every thread copies whole 16-byte chunks of both tiles (narrower widths only multiply the count)."""
+    return (s.block_m * s.block_k // 8) % s.threads == 0 and (s.block_n * s.block_k // 8) % s.threads == 0
+
+
+#: Per level: block_m/block_n choices, warp tile choices, block_k choices, stages.
+_LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+    1: ((32, 64, 128), (32, 64), (32,), (2, 3)),
+    2: ((32, 64, 128, 256), (16, 32, 64, 128), (16, 32, 64), (2, 3, 4)),
+}
+
+
+def space(spec: MatmulSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule]:
+    """Schedules for ``spec`` on ``device``; level 1 is small enough to check exhaustively."""
+    if level not in _LEVELS:
+        raise ValueError(f"space level must be one of {sorted(_LEVELS)}, got {level!r}")
+    if spec.dtype not in DTYPES:
+        raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
+    blocks, warps, block_ks, stages = _LEVELS[level]
+    shared_limit = device.max_shared_dynamic
+    layouts = (spec.layout_a == "row", spec.layout_b == "col")
+    constraints: tuple[Constraint[MmaSchedule], ...] = (
+        Constraint("tile divisibility", lambda s: schedule_problem(s) is None),
+        Constraint("threads <= max per block", lambda s: s.threads <= device.max_threads_per_block),
+        Constraint("cp.async mappings tile the block", _copies_tile),
+        Constraint("registers <= max per thread",
+                   lambda s: s.register_estimate() <= device.max_registers_per_thread),
+        Constraint("registers <= max per block",
+                   lambda s: s.register_estimate() * s.threads <= device.max_registers_per_block),
+        Constraint("shared memory <= device limit",
+                   lambda s: sum(o.nbytes for o in operands(s, *layouts)) <= shared_limit),
+    )
+    return Space(
+        template="matmul_mma",
+        params=(Param("block_m", blocks), Param("block_n", blocks), Param("block_k", block_ks),
+                Param("warp_m", warps), Param("warp_n", warps), Param("stages", stages)),
+        make=lambda p: MmaSchedule(**p),
+        constraints=constraints,
+    )
