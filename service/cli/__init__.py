@@ -14,7 +14,8 @@ from service.cli.errors import CliError
 
 def _command_modules() -> list[ModuleType]:
     """Every module of this package that defines ``register(subparsers)``, in name order."""
-    modules = (importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__))
+    names = (info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_"))
+    modules = (importlib.import_module(f"{__name__}.{name}") for name in names)
     return [module for module in modules if hasattr(module, "register")]
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,12 +23,6 @@ SOFTMAX = WorkloadSpec(op="softmax", spec={"rows": 1024, "cols": 256})
 LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
 Capture = pytest.CaptureFixture[str]
 
-
-@pytest.fixture(autouse=True)
-def _inert_cli_main_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Command discovery imports every module of ``service.cli``, ``__main__`` included, and importing
-    that one runs the command line with pytest's arguments; an inert stand-in keeps it out."""
-    monkeypatch.setitem(sys.modules, "service.cli.__main__", types.ModuleType("service.cli.__main__"))
 
 
 def _result(latency: float, entry: str) -> KernelResult:

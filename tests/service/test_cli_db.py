@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from db.migrate import head_revision
 from service.cli import main
-
-
-@pytest.fixture(autouse=True)
-def _inert_cli_main_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Command discovery imports every module of ``service.cli``, ``__main__`` included, and importing
-    that one runs the command line with pytest's arguments; an inert stand-in keeps it out."""
-    monkeypatch.setitem(sys.modules, "service.cli.__main__", types.ModuleType("service.cli.__main__"))
 
 
 @pytest.fixture
