@@ -1,0 +1,163 @@
+"""The float32 matmul template on CUDA cores: the SIMT mainloop of ``gemm_simt`` over strided A and B.
+
+Grid: ``blockIdx.x`` walks the C tiles row by row (``tiles_m * tiles_n`` of them), ``blockIdx.z`` the
+batch. A is read as ``[batch, m, k]`` (row) or ``[batch, k, m]`` (col), B as ``[batch, k, n]`` or
+``[batch, n, k]``, C is written ``[batch, m, n]``; any sizes, edges predicated.
+
+A schedule is a :class:`~compiler.ops.gemm_simt.SimtTile` plus ``vector``: 4 asks for 16-byte global
+loads, used for each operand whose contiguous extent is a multiple of 4 (rows and tile offsets are then
+16-byte aligned), scalar loads for the other. The space at level 1 is a few dozen schedules for tests;
+level 2 is the production space, hundreds to a few thousand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compiler.codegen import render_cuda
+from compiler.device import DeviceSpec
+from compiler.ir import blockIdx, f32, if_, kernel, logical_and, lower, threadIdx
+from compiler.ops.gemm_simt import SimtTile, StridedOperand, load_mapping, simt_gemm, vector_aligned
+from compiler.ops.matmul_spec import MatmulSpec
+from compiler.source import KernelSource
+from compiler.space import Constraint, Param, Space
+
+#: Elements a 32-bit index reaches: every tensor must stay below it.
+MAX_INDEX = 2**31 - 1
+#: Registers a thread needs beside its tiles (indices, addresses, loop counters): a working estimate.
+REGISTER_OVERHEAD = 32
+#: Block tiles may exceed the problem (rounded up to this) by at most 2x ...
+PAD = 16
+#: ... or be this small whatever the problem: every level has a candidate within it.
+SMALL_TILE = 32
+
+
+@dataclass(frozen=True)
+class SimtSchedule(SimtTile):
+    """A :class:`SimtTile` and the global load width (1, or 4 for 16-byte loads where aligned)."""
+
+    vector: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.vector not in (1, 4):
+            raise ValueError(f"SimtSchedule.vector must be 1 or 4, got {self.vector!r}")
+
+
+#: Choices per parameter and level; names are the schedule's fields.
+LEVELS: dict[int, dict[str, tuple[int, ...]]] = {
+    1: {
+        "warps_m": (1, 2),
+        "warps_n": (1, 2),
+        "repeat_m": (1, 2),
+        "repeat_n": (1,),
+        "lanes_m": (4, 8),
+        "thread_m": (4,),
+        "thread_n": (2, 4),
+        "block_k": (8, 16),
+        "vector": (1, 4),
+    },
+    2: {
+        "warps_m": (1, 2, 4),
+        "warps_n": (1, 2, 4),
+        "repeat_m": (1, 2),
+        "repeat_n": (1, 2),
+        "lanes_m": (2, 4, 8, 16),
+        "thread_m": (2, 4, 8),
+        "thread_n": (2, 4, 8),
+        "block_k": (8, 16, 32),
+        "vector": (1, 4),
+    },
+}
+
+
+def operand_vectors(spec: MatmulSpec, vector: int) -> tuple[int, int]:
+    """The load width actually used for A and B: ``vector`` where the contiguous extent allows, else 1."""
+    a_contiguous = spec.k if spec.layout_a == "row" else spec.m
+    b_contiguous = spec.n if spec.layout_b == "row" else spec.k
+    return (
+        vector if vector_aligned(a_contiguous, vector) else 1,
+        vector if vector_aligned(b_contiguous, vector) else 1,
+    )
+
+
+def estimated_registers(schedule: SimtSchedule, spec: MatmulSpec) -> int:
+    """Accumulators, the two fragments, the prefetched elements and an overhead: a pre-compile estimate."""
+    vec_a, vec_b = operand_vectors(spec, schedule.vector)
+    staged_a = max(vec_a, schedule.block_m * schedule.block_k // schedule.threads)
+    staged_b = max(vec_b, schedule.block_n * schedule.block_k // schedule.threads)
+    fragments = schedule.repeat_m * schedule.thread_m + schedule.repeat_n * schedule.thread_n
+    return schedule.accumulators + fragments + staged_a + staged_b + REGISTER_OVERHEAD
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def constraints(spec: MatmulSpec, device: DeviceSpec) -> tuple[Constraint[SimtSchedule], ...]:
+    """What rules a schedule out for ``spec`` on ``device`` before anything is compiled."""
+    limit_m = max(2 * _round_up(spec.m, PAD), SMALL_TILE)
+    limit_n = max(2 * _round_up(spec.n, PAD), SMALL_TILE)
+    a_k_contiguous = spec.layout_a == "row"
+    b_k_contiguous = spec.layout_b == "col"
+
+    def loads_divide(s: SimtSchedule) -> bool:
+        vec_a, vec_b = operand_vectors(spec, s.vector)
+        return (load_mapping(s.block_m, s.block_k, a_k_contiguous, vec_a, s.threads) is not None
+                and load_mapping(s.block_n, s.block_k, b_k_contiguous, vec_b, s.threads) is not None)
+
+    def registers(s: SimtSchedule) -> int:
+        return estimated_registers(s, spec)
+
+    checks: list[tuple[str, Callable[[SimtSchedule], bool]]] = [
+        (f"threads per block <= {device.max_threads_per_block}", lambda s: s.threads <= device.max_threads_per_block),
+        (f"shared memory <= {device.max_shared_static} B", lambda s: s.shared_bytes() <= device.max_shared_static),
+        (f"estimated registers per thread <= {device.max_registers_per_thread}",
+         lambda s: registers(s) <= device.max_registers_per_thread),
+        (f"estimated registers per block <= {device.max_registers_per_block}",
+         lambda s: registers(s) * s.threads <= device.max_registers_per_block),
+        ("tile loads divide among the threads", loads_divide),
+        ("vector loads need an operand with a contiguous extent divisible by 4",
+         lambda s: s.vector == 1 or operand_vectors(spec, s.vector) != (1, 1)),
+        (f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
+         lambda s: s.block_m <= limit_m and s.block_n <= limit_n),
+    ]
+    return tuple(Constraint(name, holds) for name, holds in checks)
+
+
+def space(spec: MatmulSpec, device: DeviceSpec, level: int = 1) -> Space[SimtSchedule]:
+    """The SIMT schedules for ``spec`` at ``level`` (1: tests and CI, 2: production tuning)."""
+    if spec.dtype != "float32":
+        raise ValueError(f"the SIMT matmul template computes float32, not {spec.dtype}")
+    if level not in LEVELS:
+        raise ValueError(f"no SIMT matmul space at level {level}; levels: {sorted(LEVELS)}")
+    params = tuple(Param(name, choices) for name, choices in LEVELS[level].items())
+    return Space("matmul_simt", params, lambda values: SimtSchedule(**values), constraints(spec, device))
+
+
+def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
+    """The kernel computing ``spec`` with ``schedule``: parameters ``a``, ``b`` (inputs) and ``c``."""
+    if spec.dtype != "float32":
+        raise ValueError(f"the SIMT matmul template computes float32, not {spec.dtype}")
+    for name, shape in (("A", spec.a_shape), ("B", spec.b_shape), ("C", spec.c_shape)):
+        if shape[0] * shape[1] * shape[2] > MAX_INDEX:
+            raise ValueError(f"{name} {shape} has more elements than 32-bit indices reach ({MAX_INDEX})")
+    tile: SimtTile = schedule
+    tiles_m, tiles_n = -(-spec.m // tile.block_m), -(-spec.n // tile.block_n)
+    vec_a, vec_b = operand_vectors(spec, schedule.vector)
+    with kernel("matmul_simt", block=tile.threads, grid=(tiles_m * tiles_n, 1, spec.batch)) as k:
+        a = k.tensor("a", f32, spec.a_shape, const=True)
+        b = k.tensor("b", f32, spec.b_shape, const=True)
+        c = k.tensor("c", f32, spec.c_shape)
+        batch = blockIdx.z
+        row0 = blockIdx.x // tiles_n * tile.block_m
+        col0 = blockIdx.x % tiles_n * tile.block_n
+        load_a = StridedOperand(a, batch, spec.m, spec.k, k_contiguous=spec.layout_a == "row", vector=vec_a)
+        load_b = StridedOperand(b, batch, spec.n, spec.k, k_contiguous=spec.layout_b == "col", vector=vec_b)
+        acc = simt_gemm(tile, load_a, load_b, origin=(row0, col0), k_extent=spec.k)
+        for i, j in tile.compute.on(threadIdx.x):
+            row, col = row0 + i, col0 + j
+            with if_(logical_and(row < spec.m, col < spec.n)):
+                c[batch, row, col] = acc[i, j]
+    return render_cuda(lower(k.kernel))
