@@ -61,3 +61,12 @@ def test_matches_numpy_on_the_emulator(m, n, k):
 def test_bad_sizes_are_rejected():
     with pytest.raises(ValueError, match="size n must be a positive int, got 0"):
         example.efficient_matmul(4, 0, 4)
+
+
+def test_main_prints_resources_and_a_passing_emulator_check(capsys, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["efficient_matmul.py", "--size", "70", "260", "9"])
+    example.main()
+    out = capsys.readouterr().out
+    assert "sm_80  ok" in out
+    assert "sm_90  ok" in out
+    assert "(pass)" in out
