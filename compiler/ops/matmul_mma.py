@@ -114,9 +114,9 @@ def _operand_source(tensor: Buffer, batch: Expr, outer0: Expr, outer: int, k: in
                 g_row, g_col, rows, cols = outer0 + row, k0 + col, outer, k
             else:
                 g_row, g_col, rows, cols = k0 + row, outer0 + col, k, outer
-            count = select(g_row < rows, clamp_count(cols, g_col, width), 0)
-            inside = count > 0
-            return tensor, (batch, select(inside, g_row, 0), select(inside, g_col, 0)), count
+            row_ok, col_ok = g_row < rows, g_col < cols
+            count = select(row_ok, clamp_count(cols, g_col, width), 0)
+            return tensor, (batch, select(row_ok, g_row, 0), select(col_ok, g_col, 0)), count
 
         return source
 
@@ -143,7 +143,7 @@ def _copies_tile(s: MmaSchedule) -> bool:
 
 #: Per level: block_m/block_n choices, warp tile choices, block_k choices, stages.
 _LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
-    1: ((32, 64, 128), (32, 64), (32,), (2, 3)),
+    1: ((64, 128), (32, 64), (32,), (2, 3)),
     2: ((32, 64, 128, 256), (16, 32, 64, 128), (16, 32, 64), (2, 3, 4)),
 }
 
