@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from compiler.device import DeviceSpec
-from compiler.ops import matmul_simt
+from compiler.ops import matmul_mma, matmul_simt
 from compiler.ops.base import TensorSpec
 from compiler.ops.matmul_spec import (
     MatmulSpec,
@@ -30,6 +30,8 @@ from compiler.space import Space
 #: Input dtype -> the template module computing it.
 TEMPLATES: dict[str, ModuleType] = {
     "float32": matmul_simt,
+    "float16": matmul_mma,
+    "bfloat16": matmul_mma,
 }
 
 
