@@ -103,6 +103,11 @@ class SimtTile:
         return self.repeat_m * self.repeat_n * self.thread_m * self.thread_n
 
     @property
+    def fragments(self) -> int:
+        """Shared-memory elements each thread reads per k step (its slices of an A column and a B row)."""
+        return self.repeat_m * self.thread_m + self.repeat_n * self.thread_n
+
+    @property
     def compute(self) -> TaskMapping:
         """Which elements of the block's C tile each thread accumulates (tile-relative tasks)."""
         return (

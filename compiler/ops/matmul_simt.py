@@ -6,8 +6,15 @@ batch. A is read as ``[batch, m, k]`` (row) or ``[batch, k, m]`` (col), B as ``[
 
 A schedule is a :class:`~compiler.ops.gemm_simt.SimtTile` plus ``vector``: 4 asks for 16-byte global
 loads, used for each operand whose contiguous extent is a multiple of 4 (rows and tile offsets are then
-16-byte aligned), scalar loads for the other. The space at level 1 is a few dozen schedules for tests;
-level 2 is the production space, hundreds to a few thousand.
+16-byte aligned), scalar loads for the other. The space at level 1 is at most 32 schedules for tests
+(4x4 thread tiles, every lane shape, 16-byte loads where aligned); level 2 is the production space, a
+few hundred to about 3900 valid schedules (it also offers scalar loads and 2- and 8-wide thread tiles).
+
+>>> from compiler.device import DEVICES
+>>> spec = MatmulSpec(m=67, n=45, k=83, batch=3, layout_a="col")
+>>> found = space(spec, DEVICES["h200"], 1).enumerate()
+>>> len(found.valid), found.rejected
+(24, {'block tile within 160 x 96 (2x the padded problem)': 8})
 """
 
 from __future__ import annotations
@@ -50,13 +57,13 @@ LEVELS: dict[int, dict[str, tuple[int, ...]]] = {
     1: {
         "warps_m": (1, 2),
         "warps_n": (1, 2),
-        "repeat_m": (1, 2),
+        "repeat_m": (2,),
         "repeat_n": (1,),
-        "lanes_m": (4, 8),
+        "lanes_m": (2, 4, 8, 16),
         "thread_m": (4,),
-        "thread_n": (2, 4),
+        "thread_n": (4,),
         "block_k": (8, 16),
-        "vector": (1, 4),
+        "vector": (4,),
     },
     2: {
         "warps_m": (1, 2, 4),
@@ -95,8 +102,13 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def constraints(spec: MatmulSpec, device: DeviceSpec) -> tuple[Constraint[SimtSchedule], ...]:
-    """What rules a schedule out for ``spec`` on ``device`` before anything is compiled."""
+def constraints(spec: MatmulSpec, device: DeviceSpec, *, scalar_choice: bool = True
+                ) -> tuple[Constraint[SimtSchedule], ...]:
+    """What rules a schedule out for ``spec`` on ``device`` before anything is compiled.
+
+    ``scalar_choice``: the space also offers ``vector=1``, so ``vector=4`` with no aligned operand (the
+    same kernel) is a duplicate and is ruled out.
+    """
     limit_m = max(2 * _round_up(spec.m, PAD), SMALL_TILE)
     limit_n = max(2 * _round_up(spec.n, PAD), SMALL_TILE)
     a_k_contiguous = spec.layout_a == "row"
@@ -118,11 +130,13 @@ def constraints(spec: MatmulSpec, device: DeviceSpec) -> tuple[Constraint[SimtSc
         (f"estimated registers per block <= {device.max_registers_per_block}",
          lambda s: registers(s) * s.threads <= device.max_registers_per_block),
         ("tile loads divide among the threads", loads_divide),
-        ("vector loads need an operand with a contiguous extent divisible by 4",
-         lambda s: s.vector == 1 or operand_vectors(spec, s.vector) != (1, 1)),
         (f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
          lambda s: s.block_m <= limit_m and s.block_n <= limit_n),
+        ("at least 2 FMAs per shared-memory load", lambda s: s.accumulators >= 2 * s.fragments),
     ]
+    if scalar_choice:
+        checks.append(("vector=4 with no operand divisible by 4 duplicates vector=1",
+                       lambda s: s.vector == 1 or operand_vectors(spec, s.vector) != (1, 1)))
     return tuple(Constraint(name, holds) for name, holds in checks)
 
 
@@ -133,7 +147,8 @@ def space(spec: MatmulSpec, device: DeviceSpec, level: int = 1) -> Space[SimtSch
     if level not in LEVELS:
         raise ValueError(f"no SIMT matmul space at level {level}; levels: {sorted(LEVELS)}")
     params = tuple(Param(name, choices) for name, choices in LEVELS[level].items())
-    return Space("matmul_simt", params, lambda values: SimtSchedule(**values), constraints(spec, device))
+    rules = constraints(spec, device, scalar_choice=1 in LEVELS[level]["vector"])
+    return Space("matmul_simt", params, lambda values: SimtSchedule(**values), rules)
 
 
 def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
