@@ -1,0 +1,258 @@
+"""Reductions (sum, max, mean) over one axis of a row-major tensor, accumulated in f32.
+
+The tensor is seen as ``[outer, extent, inner]``: ``extent`` is the reduced axis, ``outer`` the product
+of the axes before it and ``inner`` of those after. There are ``outer * inner`` outputs, numbered
+row-major (output ``q`` is ``(q // inner, q % inner)``), each reduced by a group of ``split`` threads;
+a block holds ``tile`` groups (see ``compiler.ops.rowwise`` for the group layouts and trees).
+
+- ``inner == 1`` (the last axis): a group's threads are consecutive and read consecutive elements of
+  their row, ``vector`` at a time.
+- ``inner > 1`` (a middle or outer axis): consecutive threads take consecutive outputs, so at each
+  step of the reduced axis they read consecutive inner elements: the loads coalesce. The members of
+  a group are ``tile`` threads apart.
+
+Each thread issues ``items`` loads per step before accumulating them, to keep several in flight.
+A negative ``axis`` is normalised when the spec is validated (``-1`` is the last axis), so both
+spellings name one workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import prod
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from compiler.codegen import render_cuda
+from compiler.device import DeviceSpec
+from compiler.ir import (
+    Expr,
+    assign,
+    blockIdx,
+    cast,
+    f32,
+    if_,
+    kernel,
+    let,
+    logical_and,
+    lower,
+    max_,
+    range_,
+    registers,
+    threadIdx,
+    var,
+)
+from compiler.ir.types import scalar_type
+from compiler.numeric import from_storage, to_storage
+from compiler.ops.base import TensorSpec
+from compiler.ops.rowwise import GroupLayout, Tree, group_allreduce, load_values
+from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
+from compiler.source import KernelSource
+from compiler.space import Constraint, Param, Space
+
+#: At most 2**30 elements, so every index (with a step of slack past the end) fits a 32-bit int.
+MAX_ELEMENTS = 1 << 30
+MAX_RANK = 8
+
+Kind = Literal["sum", "max", "mean"]
+
+
+class ReduceSpec(OpSpec):
+    """``kind`` over axis ``axis`` of a ``shape`` tensor; the output drops that axis, keeps the dtype.
+
+    >>> ReduceSpec(shape=[5, 37, 9], axis=-2, kind="max").canonical_json()
+    '{"axis":1,"dtype":"float32","kind":"max","op":"reduce","shape":[5,37,9]}'
+    """
+
+    op: Literal["reduce"] = "reduce"
+    shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(min_length=1, max_length=MAX_RANK)
+    axis: int
+    kind: Kind
+    dtype: DType = "float32"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise_axis(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            shape, axis = data.get("shape"), data.get("axis")
+            if isinstance(shape, list | tuple) and type(axis) is int and -len(shape) <= axis < 0:
+                return {**data, "axis": axis + len(shape)}
+        return data
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ReduceSpec:
+        if not 0 <= self.axis < len(self.shape):
+            raise ValueError(f"axis {self.axis} is out of range for the {len(self.shape)}-D shape "
+                             f"{list(self.shape)} (use -{len(self.shape)}..{len(self.shape) - 1})")
+        if prod(self.shape) > MAX_ELEMENTS:
+            raise ValueError(f"shape {list(self.shape)} has {prod(self.shape)} elements; the limit is "
+                             f"{MAX_ELEMENTS} (kernels index with 32-bit ints)")
+        check_tensor_bytes("x", prod(self.shape), self.dtype)
+        return self
+
+    @property
+    def outer(self) -> int:
+        return prod(self.shape[: self.axis])
+
+    @property
+    def extent(self) -> int:
+        return self.shape[self.axis]
+
+    @property
+    def inner(self) -> int:
+        return prod(self.shape[self.axis + 1:])
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.shape[: self.axis] + self.shape[self.axis + 1:]
+
+
+@dataclass(frozen=True)
+class ReduceSchedule:
+    split: int
+    tile: int
+    items: int
+    vector: int
+    tree: Tree
+
+    @property
+    def threads(self) -> int:
+        return self.split * self.tile
+
+
+_CONTIGUOUS_L1 = {"split": (32, 256), "tile": (1, 4), "items": (1, 4), "tree": ("shuffle", "shared")}
+_STRIDED_L1 = {"split": (4, 32), "tile": (8, 32), "items": (1, 4), "vector": (1,), "tree": ("shuffle", "shared")}
+_POWERS = tuple(1 << p for p in range(11))
+_L2 = {"split": _POWERS, "tile": _POWERS, "items": (1, 2, 4, 8), "vector": (1, 2, 4), "tree": ("shuffle", "shared")}
+
+
+def reduce_space(spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[ReduceSchedule]:
+    """Level 1 picks choices by layout (a contiguous or a strided reduced axis); level 2 spans both."""
+    if level == 1:
+        # The widest load each element type has: float4 for f32, pairs for f16 and bf16.
+        widest = 4 if DTYPE_BYTES[spec.dtype] == 4 else 2
+        choices: Mapping[str, tuple[Any, ...]] = (
+            {**_CONTIGUOUS_L1, "vector": (1, widest)} if spec.inner == 1 else _STRIDED_L1
+        )
+    elif level == 2:
+        choices = _L2
+    else:
+        raise ValueError(f"reduce: unknown space level {level}; levels are [1, 2]")
+    wide = DTYPE_BYTES[spec.dtype] == 4
+    constraints: tuple[Constraint[ReduceSchedule], ...] = (
+        Constraint(f"threads per block <= {device.max_threads_per_block}",
+                   lambda s: s.threads <= device.max_threads_per_block),
+        Constraint("threads per block is a multiple of 32", lambda s: s.threads % device.warp_size == 0),
+        Constraint("vector loads need the last axis reduced", lambda s: s.vector == 1 or spec.inner == 1),
+        Constraint("reduced extent divisible by vector", lambda s: spec.extent % s.vector == 0),
+        Constraint("16-bit loads are pairs (vector <= 2)", lambda s: wide or s.vector <= 2),
+    )
+    params = tuple(Param(name, values) for name, values in choices.items())
+    return Space("reduce", params, lambda p: ReduceSchedule(**p), constraints)
+
+
+def _combine(kind: Kind) -> Any:
+    if kind == "max":
+        return lambda a, b: (max_(a[0], b[0]),)
+    return lambda a, b: (a[0] + b[0],)
+
+
+def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
+    contiguous = spec.inner == 1
+    if schedule.vector > 1 and (not contiguous or spec.extent % schedule.vector):
+        raise ValueError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
+                         f"divisible by it (extent {spec.extent}, inner {spec.inner})")
+    layout = GroupLayout(schedule.split, schedule.tile, split_minor=contiguous)
+    dtype = scalar_type(spec.dtype)
+    outputs, width = spec.outer * spec.inner, schedule.vector
+    step = schedule.split * schedule.items * width
+    identity = float("-inf") if spec.kind == "max" else 0.0
+    combine = _combine(spec.kind)
+    with kernel(f"reduce_{spec.kind}_{spec.dtype}", block=layout.threads, grid=-(-outputs // schedule.tile)) as k:
+        shape = (spec.outer, spec.extent) if contiguous else (spec.outer, spec.extent, spec.inner)
+        x = k.tensor("x", dtype, shape, const=True)
+        y = k.tensor("y", dtype, (outputs,))
+        tid = threadIdx.x
+        group, member = layout.group_and_member(tid)
+        q = let("q", blockIdx.x * schedule.tile + group)
+        live = q < outputs
+
+        def where(r: Expr) -> tuple[Expr, ...]:
+            return (q, r) if contiguous else (q // spec.inner, r, q % spec.inner)
+
+        acc = var("acc", f32, identity)
+        loaded = registers("loaded", f32, (schedule.items * width,))
+        for it in range_(-(-spec.extent // step), name="it"):
+            for item in range(schedule.items):
+                r = let("r", ((it * schedule.items + item) * schedule.split + member) * width)
+                for i in range(width):
+                    loaded[item * width + i] = identity
+                with if_(logical_and(live, r < spec.extent)):
+                    for i, v in enumerate(load_values(x, where(r), width)):
+                        loaded[item * width + i] = v
+            for j in range(schedule.items * width):
+                assign(acc, combine((acc,), (loaded[j],))[0])
+        (total,) = group_allreduce((acc,), combine, layout, tid, tree=schedule.tree, name="red")
+        with if_(logical_and(live, member == 0)):
+            result = total * (1.0 / spec.extent) if spec.kind == "mean" else total
+            y[q] = cast(result, dtype)
+    return render_cuda(lower(k.kernel))
+
+
+def reduce_inputs(spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    # Centred off zero, so sums do not cancel towards a reference that relative errors cannot judge.
+    return {"x": to_storage(rng.uniform(-0.5, 1.5, spec.shape), spec.dtype)}
+
+
+def reduce_outputs(spec: ReduceSpec) -> tuple[TensorSpec, ...]:
+    return (TensorSpec("y", spec.out_shape, spec.dtype),)
+
+
+def reduce_reference(spec: ReduceSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """float64 reduction of the (already rounded) inputs."""
+    x = from_storage(inputs["x"], spec.dtype).reshape(spec.shape)
+    reducer = {"sum": np.sum, "max": np.max, "mean": np.mean}[spec.kind]
+    return {"y": np.asarray(reducer(x, axis=spec.axis), dtype=np.float64)}
+
+
+def reduce_flops(spec: ReduceSpec) -> int:
+    """One operation per input element (plus one scale per output for a mean)."""
+    return prod(spec.shape) + (spec.outer * spec.inner if spec.kind == "mean" else 0)
+
+
+def reduce_min_bytes(spec: ReduceSpec) -> int:
+    """The input read once and the output written once."""
+    return (prod(spec.shape) + spec.outer * spec.inner) * DTYPE_BYTES[spec.dtype]
+
+
+@dataclass(frozen=True)
+class ReduceOperator:
+    name: str = "reduce"
+    spec_model: type[ReduceSpec] = ReduceSpec
+
+    def space(self, spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[ReduceSchedule]:
+        return reduce_space(spec, device, level)
+
+    def build(self, spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:  # type: ignore[override]
+        return build_reduce(spec, schedule)
+
+    def inputs(self, spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return reduce_inputs(spec, rng)
+
+    def outputs(self, spec: ReduceSpec) -> tuple[TensorSpec, ...]:
+        return reduce_outputs(spec)
+
+    def reference(self, spec: ReduceSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return reduce_reference(spec, inputs)
+
+    def flops(self, spec: ReduceSpec) -> int:
+        return reduce_flops(spec)
+
+    def min_bytes(self, spec: ReduceSpec) -> int:
+        return reduce_min_bytes(spec)
+
+
+OPERATOR = ReduceOperator()
