@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.device import DeviceSpec
 from compiler.ir import (
     Buffer,
     Expr,
@@ -39,16 +40,21 @@ from compiler.ir import (
     range_,
     registers,
     select,
+    shared,
     sync_threads,
     threadIdx,
     u32,
 )
+from compiler.ir.lang import KernelBuilder
 from compiler.ir.types import DataType, bf16, f16
 from compiler.mapping import auto_map
+from compiler.space import Constraint, Param, Space
 
 #: Row padding of every staged tile, in 16-bit elements (one 16-byte unit).
 PAD = 8
 MMA_M, MMA_N, MMA_K = 16, 8, 16
+#: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
+STATIC_SHARED_LIMIT = 48 * 1024
 #: cp.async wrapper per copy width in 16-bit elements; width 1 falls back to element loads.
 COPY_WRAPPER = {8: "wm_cp_async_16", 4: "wm_cp_async_8", 2: "wm_cp_async_4"}
 
@@ -116,6 +122,14 @@ class Operand:
 def operands(schedule: MmaSchedule, a_k_contiguous: bool, b_k_contiguous: bool) -> tuple[Operand, Operand]:
     return (Operand(schedule.block_m, schedule.block_k, schedule.stages, a_k_contiguous),
             Operand(schedule.block_n, schedule.block_k, schedule.stages, b_k_contiguous))
+
+
+def stage_buffers(builder: KernelBuilder, dtype: DataType, a: Operand, b: Operand) -> tuple[Buffer, Buffer]:
+    """Shared buffers ``smem_a`` and ``smem_b``: static up to 48 KB, else dynamic (grows the launch request)."""
+    if a.nbytes + b.nbytes <= STATIC_SHARED_LIMIT:
+        return shared("smem_a", dtype, a.shape), shared("smem_b", dtype, b.shape)
+    return (builder.dynamic_shared("smem_a", dtype, a.shape),
+            builder.dynamic_shared("smem_b", dtype, b.shape, byte_offset=a.nbytes))
 
 
 def shared_bytes(schedule: MmaSchedule, a_k_contiguous: bool = True, b_k_contiguous: bool = True) -> int:
@@ -244,3 +258,59 @@ def store_accumulators(schedule: MmaSchedule, acc: Buffer, write: Write) -> None
         for j in range(tiles_n):
             for r in range(4):
                 write(group + (i * MMA_M + r // 2 * 8), pair + (j * MMA_N + r % 2), acc[i, j, r])
+
+
+def schedule_problem(s: MmaSchedule) -> str | None:
+    """Why ``s`` cannot be built at all (tile arithmetic), or None."""
+    if s.warp_m % MMA_M or s.warp_n % 16:
+        return "warp tile must be a multiple of 16 x 16"
+    if s.block_m % s.warp_m or s.block_n % s.warp_n:
+        return "block tile must be a multiple of the warp tile"
+    if s.block_k % 16:
+        return "block_k must be a multiple of 16"
+    if not 2 <= s.stages <= 4:
+        return "stages must be 2, 3 or 4"
+    return None
+
+
+def _copies_tile(s: MmaSchedule) -> bool:
+    """Every thread copies whole 16-byte chunks of both tiles (narrower widths only multiply the count)."""
+    return (s.block_m * s.block_k // 8) % s.threads == 0 and (s.block_n * s.block_k // 8) % s.threads == 0
+
+
+#: Per level: block_m/block_n choices, warp tile choices, block_k choices, stages.
+_LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+    1: ((64, 128), (32, 64), (32,), (2, 3)),
+    2: ((32, 64, 128, 256), (16, 32, 64, 128), (16, 32, 64), (2, 3, 4)),
+}
+
+
+def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: bool,
+              b_k_contiguous: bool) -> Space[MmaSchedule]:
+    """Tensor-core GEMM schedules for ``device``; level 1 is small enough to check exhaustively.
+
+    The operand layouts only change the shared-memory footprint (which dimension is padded).
+    """
+    if level not in _LEVELS:
+        raise ValueError(f"space level must be one of {sorted(_LEVELS)}, got {level!r}")
+    blocks, warps, block_ks, stages = _LEVELS[level]
+    shared_limit = device.max_shared_dynamic
+    layouts = (a_k_contiguous, b_k_contiguous)
+    constraints: tuple[Constraint[MmaSchedule], ...] = (
+        Constraint("tile divisibility", lambda s: schedule_problem(s) is None),
+        Constraint("threads <= max per block", lambda s: s.threads <= device.max_threads_per_block),
+        Constraint("cp.async mappings tile the block", _copies_tile),
+        Constraint("registers <= max per thread",
+                   lambda s: s.register_estimate() <= device.max_registers_per_thread),
+        Constraint("registers <= max per block",
+                   lambda s: s.register_estimate() * s.threads <= device.max_registers_per_block),
+        Constraint("shared memory <= device limit",
+                   lambda s: sum(o.nbytes for o in operands(s, *layouts)) <= shared_limit),
+    )
+    return Space(
+        template=template,
+        params=(Param("block_m", blocks), Param("block_n", blocks), Param("block_k", block_ks),
+                Param("warp_m", warps), Param("warp_n", warps), Param("stages", stages)),
+        make=lambda p: MmaSchedule(**p),
+        constraints=constraints,
+    )

@@ -19,25 +19,25 @@ from typing import Any
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
-from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, logical_and, lower, select, shared
+from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, logical_and, lower, select
 from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.gemm_mma import (
-    MMA_M,
     MmaSchedule,
     Operand,
     clamp_count,
     copy_tile,
     mma_mainloop,
+    mma_space,
     operands,
+    schedule_problem,
+    stage_buffers,
     store_accumulators,
 )
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.source import KernelSource
-from compiler.space import Constraint, Param, Space
+from compiler.space import Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
-#: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
-STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -70,7 +70,7 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
         a = builder.tensor("a", dtype, spec.a_shape, const=True)
         b = builder.tensor("b", dtype, spec.b_shape, const=True)
         c = builder.tensor("c", dtype, spec.c_shape)
-        smem_a, smem_b = _stage_buffers(builder, dtype, op_a, op_b)
+        smem_a, smem_b = stage_buffers(builder, dtype, op_a, op_b)
         batch = blockIdx.z
         row0 = blockIdx.y * schedule.block_m
         col0 = blockIdx.x * schedule.block_n
@@ -92,13 +92,6 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
 
         store_accumulators(schedule, acc, write)
     return render_cuda(lower(builder.kernel))
-
-
-def _stage_buffers(builder: Any, dtype: DataType, op_a: Operand, op_b: Operand) -> tuple[Buffer, Buffer]:
-    if op_a.nbytes + op_b.nbytes <= STATIC_SHARED_LIMIT:
-        return shared("smem_a", dtype, op_a.shape), shared("smem_b", dtype, op_b.shape)
-    return (builder.dynamic_shared("smem_a", dtype, op_a.shape),
-            builder.dynamic_shared("smem_b", dtype, op_b.shape, byte_offset=op_a.nbytes))
 
 
 def _operand_source(tensor: Buffer, batch: Expr, outer0: Expr, outer: int, k: int, operand: Operand) -> Any:
@@ -123,55 +116,8 @@ def _operand_source(tensor: Buffer, batch: Expr, outer0: Expr, outer: int, k: in
     return source_at
 
 
-def schedule_problem(s: MmaSchedule) -> str | None:
-    """Why ``s`` cannot be built at all (tile arithmetic), or None."""
-    if s.warp_m % MMA_M or s.warp_n % 16:
-        return "warp tile must be a multiple of 16 x 16"
-    if s.block_m % s.warp_m or s.block_n % s.warp_n:
-        return "block tile must be a multiple of the warp tile"
-    if s.block_k % 16:
-        return "block_k must be a multiple of 16"
-    if not 2 <= s.stages <= 4:
-        return "stages must be 2, 3 or 4"
-    return None
-
-
-def _copies_tile(s: MmaSchedule) -> bool:
-    """Every thread copies whole 16-byte chunks of both tiles (narrower widths only multiply the count)."""
-    return (s.block_m * s.block_k // 8) % s.threads == 0 and (s.block_n * s.block_k // 8) % s.threads == 0
-
-
-#: Per level: block_m/block_n choices, warp tile choices, block_k choices, stages.
-_LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
-    1: ((64, 128), (32, 64), (32,), (2, 3)),
-    2: ((32, 64, 128, 256), (16, 32, 64, 128), (16, 32, 64), (2, 3, 4)),
-}
-
-
 def space(spec: MatmulSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule]:
-    """Schedules for ``spec`` on ``device``; level 1 is small enough to check exhaustively."""
-    if level not in _LEVELS:
-        raise ValueError(f"space level must be one of {sorted(_LEVELS)}, got {level!r}")
+    """Schedules for ``spec`` on ``device`` (see :func:`compiler.ops.gemm_mma.mma_space`)."""
     if spec.dtype not in DTYPES:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
-    blocks, warps, block_ks, stages = _LEVELS[level]
-    shared_limit = device.max_shared_dynamic
-    layouts = (spec.layout_a == "row", spec.layout_b == "col")
-    constraints: tuple[Constraint[MmaSchedule], ...] = (
-        Constraint("tile divisibility", lambda s: schedule_problem(s) is None),
-        Constraint("threads <= max per block", lambda s: s.threads <= device.max_threads_per_block),
-        Constraint("cp.async mappings tile the block", _copies_tile),
-        Constraint("registers <= max per thread",
-                   lambda s: s.register_estimate() <= device.max_registers_per_thread),
-        Constraint("registers <= max per block",
-                   lambda s: s.register_estimate() * s.threads <= device.max_registers_per_block),
-        Constraint("shared memory <= device limit",
-                   lambda s: sum(o.nbytes for o in operands(s, *layouts)) <= shared_limit),
-    )
-    return Space(
-        template="matmul_mma",
-        params=(Param("block_m", blocks), Param("block_n", blocks), Param("block_k", block_ks),
-                Param("warp_m", warps), Param("warp_n", warps), Param("stages", stages)),
-        make=lambda p: MmaSchedule(**p),
-        constraints=constraints,
-    )
+    return mma_space("matmul_mma", device, level, spec.layout_a == "row", spec.layout_b == "col")

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from compiler.backends import emu, get_runner
 from compiler.device import DEVICES, DeviceSpec
 from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
-from compiler.ops.gemm_mma import MmaSchedule, shared_bytes
+from compiler.ops.gemm_mma import STATIC_SHARED_LIMIT, MmaSchedule, shared_bytes
 from compiler.ops.matmul import OPERATOR
-from compiler.ops.matmul_mma import STATIC_SHARED_LIMIT, build, copy_width, space
+from compiler.ops.matmul_mma import build, copy_width, space
 from compiler.ops.matmul_spec import MatmulSpec, matmul_inputs, matmul_reference
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedule
