@@ -12,6 +12,7 @@ a block holds ``tile`` groups (see ``compiler.ops.rowwise`` for the group layout
   a group are ``tile`` threads apart.
 
 Each thread issues ``items`` loads per step before accumulating them, to keep several in flight.
+Sums are compensated (Kahan) per thread, since one thread may add millions of terms.
 A negative ``axis`` is normalised when the spec is validated (``-1`` is the last axis), so both
 spellings name one workload.
 """
@@ -48,7 +49,7 @@ from compiler.ir import (
 from compiler.ir.types import scalar_type
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
-from compiler.ops.rowwise import GroupLayout, Tree, group_allreduce, load_values
+from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allreduce, load_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
@@ -184,6 +185,7 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
             return (q, r) if contiguous else (q // spec.inner, r, q % spec.inner)
 
         acc = var("acc", f32, identity)
+        lost = var("lost", f32, 0.0)  # compensation of a sum (see compensated_add)
         loaded = registers("loaded", f32, (schedule.items * width,))
         for it in range_(-(-spec.extent // step), name="it"):
             for item in range(schedule.items):
@@ -193,9 +195,16 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
                 with if_(logical_and(live, r < spec.extent)):
                     for i, v in enumerate(load_values(x, where(r), width)):
                         loaded[item * width + i] = v
-            for j in range(schedule.items * width):
-                assign(acc, combine((acc,), (loaded[j],))[0])
-        (total,) = group_allreduce((acc,), combine, layout, tid, tree=schedule.tree, name="red")
+            if spec.kind == "max":
+                for j in range(schedule.items * width):
+                    assign(acc, max_(acc, loaded[j]))
+            else:
+                step_sum: Expr = loaded[0]
+                for j in range(1, schedule.items * width):
+                    step_sum = step_sum + loaded[j]
+                compensated_add(acc, lost, step_sum)
+        partial = acc if spec.kind == "max" else let("partial", acc - lost)
+        (total,) = group_allreduce((partial,), combine, layout, tid, tree=schedule.tree, name="red")
         with if_(logical_and(live, member == 0)):
             result = total * (1.0 / spec.extent) if spec.kind == "mean" else total
             y[q] = cast(result, dtype)

@@ -13,7 +13,8 @@ Two ways through a row, chosen by the schedule's ``cache``:
   group merges its ``(m, s)`` pairs the same way, and a second pass writes ``exp(x - m) / s``. That is
   two reads and one write, where the textbook max / sum / write passes read the row three times.
   Rescaling is skipped when the max did not change, so a thread that saw no element (``m = -inf``,
-  ``s = 0``) never evaluates ``exp(-inf - -inf)``.
+  ``s = 0``) never evaluates ``exp(-inf - -inf)``. The running sum is compensated (Kahan): a thread
+  may add tens of thousands of terms.
 
 Kernels index with 32-bit ints: a spec holds at most ``MAX_ELEMENTS`` elements.
 """
@@ -51,7 +52,7 @@ from compiler.ir import (
 from compiler.ir.types import scalar_type
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
-from compiler.ops.rowwise import GroupLayout, group_allreduce, load_values, store_values
+from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, load_values, store_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
@@ -201,6 +202,7 @@ def _stream_path(x: Buffer, y: Buffer, row: Expr, column: Any, chunks: int, widt
                  layout: GroupLayout, tid: Expr) -> None:
     running_max = var("running_max", f32, NEG_INF)
     running_sum = var("running_sum", f32, 0.0)
+    lost = var("lost", f32, 0.0)  # compensation of running_sum
     for c in range_(chunks, name="c", unroll=unroll if unroll > 1 else False):
         col, inside = column(c)
         with if_(inside):
@@ -209,13 +211,16 @@ def _stream_path(x: Buffer, y: Buffer, row: Expr, column: Any, chunks: int, widt
             for v in loaded[1:]:
                 top = max_(top, v)
             new_max = let("new_max", max_(running_max, top))
-            rescaled = select(running_max == new_max, running_sum, running_sum * exp(running_max - new_max))
+            factor = let("factor", select(running_max == new_max, 1.0, exp(running_max - new_max)))
+            assign(running_sum, running_sum * factor)
+            assign(lost, lost * factor)
             added: Expr = exp(loaded[0] - new_max)
             for v in loaded[1:]:
                 added = added + exp(v - new_max)
-            assign(running_sum, rescaled + added)
+            compensated_add(running_sum, lost, added)
             assign(running_max, new_max)
-    row_max, total = group_allreduce((running_max, running_sum), _online_merge, layout, tid, name="on")
+    partial = let("partial", running_sum - lost)
+    row_max, total = group_allreduce((running_max, partial), _online_merge, layout, tid, name="on")
     row_max = let("row_max", row_max)
     scale = let("scale", 1.0 / total)
     for c in range_(chunks, name="c", unroll=unroll if unroll > 1 else False):
