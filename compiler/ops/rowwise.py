@@ -88,9 +88,9 @@ class GroupLayout:
         """Partials left per group after the in-warp butterfly."""
         return self.split // self.members_per_warp
 
-    def thread(self, group: Expr | int, member: Expr | int) -> Expr:
-        index = group * self.split + member if self.split_minor else member * self.tile + group
-        return index  # type: ignore[return-value]
+    def thread(self, group: Expr | int, member: Expr | int) -> Expr | int:
+        """The thread index of ``member`` of ``group``."""
+        return group * self.split + member if self.split_minor else member * self.tile + group
 
     def group_and_member(self, tid: Expr) -> tuple[Var, Var]:
         if self.split_minor:
@@ -103,7 +103,8 @@ def group_allreduce(values: Sequence[Expr], combine: Combine, layout: GroupLayou
     """Combine ``values`` (f32) over each group; every thread gets its group's result.
 
     ``combine`` must be associative and commutative on tuples of f32 expressions. Call from every
-    thread of the block.
+    thread of the block. Each call declares its own shared arrays, so back-to-back reductions need no
+    barrier between them.
     """
     if tree == "shuffle":
         return _shuffle_allreduce(tuple(values), combine, layout, tid, name)
@@ -136,7 +137,6 @@ def _shuffle_allreduce(values: tuple[Expr, ...], combine: Combine, layout: Group
         return acc
     group, member = layout.group_and_member(tid)
     partials = [shared(f"{name}_partial{k}", f32, (layout.warps_per_group, layout.tile)) for k in range(len(acc))]
-    sync_threads()  # an earlier reduction may still be reading these arrays
     with if_(member % layout.members_per_warp == 0):
         for buffer, a in zip(partials, acc, strict=True):
             buffer[member // layout.members_per_warp, group] = a
@@ -151,7 +151,6 @@ def _shared_allreduce(values: tuple[Expr, ...], combine: Combine, layout: GroupL
                       name: str) -> tuple[Expr, ...]:
     group, member = layout.group_and_member(tid)
     scratch = [shared(f"{name}_tree{k}", f32, (layout.threads,)) for k in range(len(values))]
-    sync_threads()  # an earlier reduction may still be reading these arrays
     for buffer, v in zip(scratch, values, strict=True):
         buffer[tid] = v
     sync_threads()

@@ -61,6 +61,9 @@ from compiler.space import Constraint, Param, Space
 MAX_ELEMENTS = 1 << 30
 #: Most values one thread keeps in registers for the ``registers`` path.
 MAX_CACHED = 64
+#: Registers a thread needs besides its cached values (indices, running values, addresses), estimated
+#: from ptxas reports; with 1024 threads a block may give each only 64.
+REGISTER_OVERHEAD = 24
 NEG_INF = float("-inf")
 
 Cache = Literal["registers", "stream"]
@@ -125,6 +128,10 @@ def softmax_space(spec: SoftmaxSpec, device: DeviceSpec, level: int) -> Space[So
         Constraint("16-bit loads are pairs (vector <= 2)", lambda s: wide or s.vector <= 2),
         Constraint(f"registers path holds <= {MAX_CACHED} values per thread",
                    lambda s: s.cache == "stream" or s.chunks(spec.cols) * s.vector <= MAX_CACHED),
+        Constraint("registers path fits the block's register file",
+                   lambda s: s.cache == "stream"
+                   or (s.chunks(spec.cols) * s.vector + REGISTER_OVERHEAD) * s.threads
+                   <= device.max_registers_per_block),
         Constraint("unroll only applies to the stream path", lambda s: s.cache == "stream" or s.unroll == 1),
     )
     params = tuple(Param(name, values) for name, values in choices.items())

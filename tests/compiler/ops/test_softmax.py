@@ -22,7 +22,7 @@ from compiler.ops.softmax import (
 )
 from compiler.space import schedule_values
 from search.trial import TrialStatus
-from search.verify import check_schedule
+from search.verify import check_schedule, compile_checked
 from service.cli import main as cli_main
 
 H200 = device_preset("h200")
@@ -141,6 +141,16 @@ def test_space_levels_and_named_constraints():
     assert all(s.threads <= 256 for s in OPERATOR.space(spec, small, 2).candidates())
     with pytest.raises(ValueError, match="level 3"):
         OPERATOR.space(spec, H200, 3)
+
+
+def test_the_heaviest_register_schedules_compile_without_spills():
+    spec = SoftmaxSpec(rows=64, cols=4096)
+    cached = [s for s in OPERATOR.space(spec, H200, 2).candidates() if s.cache == "registers"]
+    heaviest = sorted(cached, key=lambda s: (s.chunks(spec.cols) * s.vector * s.threads, s.threads))[-2:]
+    for schedule in heaviest:
+        status, usage, message = compile_checked(OPERATOR.build(spec, schedule), H200)
+        assert status is None, (schedule, message)
+        assert all(u.spill_stores == 0 for u in usage.values())
 
 
 def test_a_misaligned_vector_is_refused_before_compiling():
