@@ -19,8 +19,9 @@ patches, and reuses everything else::
         for i, j in tile.compute.on(threadIdx.x):
             ...  # write acc[i, j], element (m0 + i, n0 + j) of C, where it is in bounds
 
-Shared tiles are stored k-major (``[k][x]``) for both operands: in the inner product a warp reads a
-row of each, which is conflict-free (lanes either share an address or hit distinct banks).
+Shared tiles are stored k-major (``[k][x]``, rows padded by ``SHARED_PAD``) for both operands: in the
+inner product a warp reads a row of each, which is conflict-free (lanes either share an address or hit
+distinct banks).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ from compiler.ir.local import TaskRegisters
 from compiler.mapping import ComposedMapping, RepeatMapping, TaskMapping, auto_map, repeat, spatial
 
 WARP_SIZE = 32
+#: Floats added to each k row of a shared tile. A thread fetching consecutive k of one row stores them
+#: down a column; without padding the lanes of a warp would hit one bank ``block_k`` ways. Four keeps
+#: rows 16-byte aligned for vector stores.
+SHARED_PAD = 4
 
 
 @dataclass(frozen=True)
@@ -141,8 +146,8 @@ class SimtTile:
         )
 
     def shared_bytes(self) -> int:
-        """Static shared memory of the two k-major buffers of both operands."""
-        return 2 * self.block_k * (self.block_m + self.block_n) * 4
+        """Static shared memory of the two k-major, padded buffers of both operands."""
+        return 2 * self.block_k * (self.block_m + self.block_n + 2 * SHARED_PAD) * 4
 
 
 class OperandLoader(Protocol):
@@ -231,7 +236,7 @@ class _Operand:
     mapping: TaskMapping
     origin: Expr
     staged: Buffer  # registers: this thread's fetched elements, [*local_shape(mapping), vector]
-    tile: Buffer  # shared [2, block_k, tile_x]
+    tile: Buffer  # shared [2, block_k, tile_x + SHARED_PAD]
     block_k: int
 
     def _coords(self, task: tuple[Expr, ...]) -> tuple[Expr, Expr]:
@@ -279,7 +284,7 @@ def _operand(name: str, loader: OperandLoader, origin: Expr, tile_x: int, tile: 
         raise ValueError(f"{name}: {tile_x} x {tile.block_k} tile in {loader.vector}-element loads does not "
                          f"divide among {tile.threads} threads")
     staged = registers(f"fetch_{name}", f32, (*local_shape(mapping), loader.vector))
-    buffer = shared(f"smem_{name}", f32, (2, tile.block_k, tile_x))
+    buffer = shared(f"smem_{name}", f32, (2, tile.block_k, tile_x + SHARED_PAD))
     return _Operand(loader, mapping, origin, staged, buffer, tile.block_k)
 
 

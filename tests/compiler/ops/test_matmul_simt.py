@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.backends import get_runner
+from compiler.backends import emu, get_runner
 from compiler.device import DEVICES, DeviceSpec
 from compiler.ops import gemm_simt, matmul_simt
 from compiler.ops.gemm_simt import SimtTile, load_mapping
@@ -18,7 +18,7 @@ from compiler.ops.matmul import OPERATOR
 from compiler.ops.matmul_simt import SimtSchedule, build, operand_vectors, space
 from compiler.ops.matmul_spec import MatmulSpec
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedule
+from search.verify import CheckResult, arguments, check_schedule, worst_error
 
 H200 = DEVICES["h200"]
 AWKWARD = {"m": 67, "n": 45, "k": 83, "batch": 3}
@@ -75,6 +75,19 @@ def test_vector_loads_at_aligned_ragged_shapes(layout_a: str, layout_b: str) -> 
         assert_passes(result)
         assert result.kernel is not None
         assert ("float4" in result.kernel.source) == (schedule.vector == 4)
+
+
+@pytest.mark.parametrize(("layout_a", "schedule"), [
+    ("row", SimtSchedule(2, 1, 2, 1, 8, 4, 4, 8, 4)),  # k-contiguous A: transposing scalar stores
+    ("col", SimtSchedule(1, 2, 1, 2, 4, 4, 4, 16, 4)),  # m-contiguous A: 16-byte shared stores
+])
+def test_double_buffering_is_race_free(layout_a: str, schedule: SimtSchedule) -> None:
+    spec = MatmulSpec(**ALIGNED, layout_a=layout_a)
+    kernel = build(spec, schedule)
+    args, outputs = arguments(OPERATOR, spec, kernel, seed=3)
+    emu.run(kernel, args, detect_races=True)  # raises SharedMemoryRaceError on a missing barrier
+    error, _ = worst_error(OPERATOR, spec, args, kernel, outputs)
+    assert error <= 1e-5
 
 
 @st.composite
@@ -208,8 +221,9 @@ def test_kernel_launch_and_structure() -> None:
     assert kernel.grid == (2 * 2, 1, 3) and kernel.block == (128, 1, 1) and kernel.shared_bytes == 0
     assert [p.name for p in kernel.params] == ["a", "b", "c"]
     text = kernel.source
-    assert "__shared__ __align__(16) float smem_a[2][16][64];" in text
-    assert "__shared__ __align__(16) float smem_b[2][16][64];" in text
+    assert "__shared__ __align__(16) float smem_a[2][16][68];" in text  # rows padded against bank conflicts
+    assert "__shared__ __align__(16) float smem_b[2][16][68];" in text
+    assert schedule.shared_bytes() == 2 * 16 * 2 * 68 * 4
     assert "float acc[8][4];" in text
     assert text.count("__syncthreads();") == 2  # after the prologue, and once per k step
     assert "for (int k_tile = 0; k_tile < 4; ++k_tile)" in text
