@@ -167,3 +167,9 @@ def test_warpmap_check_passes_on_a_middle_axis(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "4 passed, 0 failed" in out
+
+
+def test_warpmap_check_names_a_bad_axis(capsys):
+    code = cli_main(["check", "--spec", '{"op":"reduce","shape":[5,37,9],"axis":3,"kind":"sum"}'])
+    assert code == 2
+    assert "axis 3 is out of range for the 3-D shape [5, 37, 9]" in capsys.readouterr().err
