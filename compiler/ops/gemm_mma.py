@@ -10,12 +10,10 @@ Filling a stage is the caller's business (a :data:`Fetch`), so matmul reads plai
 convolution reads an im2col view through the same mainloop. ``copy_tile`` is the ready-made fetch for a
 tile whose columns are contiguous in global memory.
 
-Shared layout: each operand is staged either k-contiguous (``[stage][outer][block_k + 8]``) or
-outer-contiguous (``[stage][block_k][outer + 8]``), whichever matches global memory so every copy is a
-contiguous run. The 8-element (16-byte) row padding keeps ldmatrix free of bank conflicts: a row of W
-halves padded to W + 8 spans an odd number of 16-byte units when W is a multiple of 16, so the 8 rows one
-8x8 matrix reads start in 8 distinct 16-byte bank groups. Example: block_k = 32 gives a 40-half (80-byte,
-5-unit) pitch; rows 0..7 start at units 0, 5, 10, 15, 20, 25, 30, 35, i.e. 0, 5, 2, 7, 4, 1, 6, 3 mod 8.
+Shared layout: each operand is staged either k-contiguous (``[stage][outer][block_k]``) or
+outer-contiguous (``[stage][block_k][outer]``), whichever matches global memory so every copy is a
+contiguous run; rows are XOR-swizzled in 16-byte units (``compiler.ops.smem_layout``) so neither the
+copies nor ldmatrix meet bank conflicts.
 """
 
 from __future__ import annotations
@@ -48,10 +46,9 @@ from compiler.ir import (
 from compiler.ir.lang import KernelBuilder
 from compiler.ir.types import DataType, bf16, f16
 from compiler.mapping import auto_map
+from compiler.ops.smem_layout import TileLayout
 from compiler.space import Constraint, Param, Space
 
-#: Row padding of every staged tile, in 16-bit elements (one 16-byte unit).
-PAD = 8
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 #: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
 STATIC_SHARED_LIMIT = 48 * 1024
@@ -109,9 +106,16 @@ class Operand:
         return (self.outer, self.block_k) if self.k_contiguous else (self.block_k, self.outer)
 
     @property
+    def layout(self) -> TileLayout:
+        return TileLayout(*self.tile)
+
+    @property
     def shape(self) -> tuple[int, int, int]:
-        rows, cols = self.tile
-        return self.stages, rows, cols + PAD
+        return self.stages, *self.layout.shape
+
+    def at(self, stage: Any, row: Any, col: Any) -> tuple[Any, Any, Any]:
+        """Indices into the staging buffer of tile element ``(row, col)`` of ``stage``."""
+        return (stage, *self.layout.index(row, col))
 
     @property
     def nbytes(self) -> int:
@@ -157,11 +161,11 @@ def copy_tile(smem: Buffer, stage: Expr, operand: Operand, source: Source, width
         tensor, indices, count = source(r, c * width)
         if width == 1:
             value = select(count > 0, tensor[indices], cast(0.0, smem.dtype))
-            smem[stage, r, c] = value
+            smem[operand.at(stage, r, c)] = value
         else:
             src_bytes = max_(0, min_(count, width)) * 2
-            call(extern_call(COPY_WRAPPER[width], smem.address(stage, r, c * width), tensor.address(*indices),
-                             src_bytes))
+            target = smem.address(*operand.at(stage, r, c * width))
+            call(extern_call(COPY_WRAPPER[width], target, tensor.address(*indices), src_bytes))
 
 
 def clamp_count(limit: Expr | int, start: Expr, width: int) -> Expr:
@@ -172,20 +176,20 @@ def clamp_count(limit: Expr | int, start: Expr, width: int) -> Expr:
 def _load_a(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, row0: Expr, kk: int, lane: Expr) -> None:
     """ldmatrix x4 of the 16 x 16 A tile at (row0, kk): matrices (m lo, k lo), (m hi, k lo), (m lo, k hi) ..."""
     if operand.k_contiguous:
-        address = smem.address(stage, row0 + lane % 16, kk + lane // 16 * 8)
+        address = smem.address(*operand.at(stage, row0 + lane % 16, kk + lane // 16 * 8))
         call(extern_call("wm_ldmatrix_x4", frag, address))
     else:  # stored [k][m]: the transposing load hands each lane the row-major fragment
-        address = smem.address(stage, kk + lane // 16 * 8 + lane % 8, row0 + lane // 8 % 2 * 8)
+        address = smem.address(*operand.at(stage, kk + lane // 16 * 8 + lane % 8, row0 + lane // 8 % 2 * 8))
         call(extern_call("wm_ldmatrix_x4_trans", frag, address))
 
 
 def _load_b(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, col0: Expr, kk: int, lane: Expr) -> None:
     """ldmatrix x4 of two 16 x 8 B tiles at columns col0 and col0 + 8: (n0, k lo), (n0, k hi), (n1, k lo) ..."""
     if operand.k_contiguous:  # stored [n][k]: each 8 x 8 matrix is already B's column fragment
-        address = smem.address(stage, col0 + lane // 16 * 8 + lane % 8, kk + lane // 8 % 2 * 8)
+        address = smem.address(*operand.at(stage, col0 + lane // 16 * 8 + lane % 8, kk + lane // 8 % 2 * 8))
         call(extern_call("wm_ldmatrix_x4", frag, address))
     else:
-        address = smem.address(stage, kk + lane // 8 % 2 * 8 + lane % 8, col0 + lane // 16 * 8)
+        address = smem.address(*operand.at(stage, kk + lane // 8 % 2 * 8 + lane % 8, col0 + lane // 16 * 8))
         call(extern_call("wm_ldmatrix_x4_trans", frag, address))
 
 

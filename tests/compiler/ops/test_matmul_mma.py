@@ -135,3 +135,17 @@ def test_bad_requests_name_the_problem() -> None:
         build(spec, MmaSchedule(64, 64, 32, 24, 32, 2))
     with pytest.raises(ValueError, match="stages"):
         build(spec, MmaSchedule(64, 64, 32, 32, 32, 5))
+
+
+@pytest.mark.parametrize(
+    ("layout_a", "layout_b", "schedule"),
+    [("row", "row", MmaSchedule(64, 64, 32, 32, 32, 2)), ("col", "col", MmaSchedule(64, 64, 16, 32, 32, 4)),
+     ("row", "col", MmaSchedule(32, 64, 64, 32, 32, 3))],
+)
+def test_the_pipeline_has_no_shared_memory_races(layout_a: str, layout_b: str, schedule: MmaSchedule) -> None:
+    """Many K tiles per stage count: a barrier or wait count off by one shows up as a race."""
+    spec = MatmulSpec(m=70, n=60, k=168, dtype="float16", layout_a=layout_a, layout_b=layout_b)
+    inputs = matmul_inputs(spec, np.random.default_rng(5))
+    c = poisoned(spec.c_shape, spec.dtype)
+    emu.run(build(spec, schedule), [inputs["a"], inputs["b"], c], detect_races=True)
+    assert relative_error(from_storage(c, spec.dtype), matmul_reference(spec, inputs)["c"]) <= TOLERANCE["float16"]
