@@ -19,6 +19,9 @@ patches, and reuses everything else::
         for i, j in tile.compute.on(threadIdx.x):
             ...  # write acc[i, j], element (m0 + i, n0 + j) of C, where it is in bounds
 
+Its space reuses the tile's rules: ``tile.threads``, ``tile.shared_bytes()``,
+``tile.estimated_registers(...)`` and ``tile.loads_divide(...)``.
+
 Shared tiles are stored k-major (``[k][x]``, rows padded by ``SHARED_PAD``) for both operands: in the
 inner product a warp reads a row of each, which is conflict-free (lanes either share an address or hit
 distinct banks).
@@ -58,6 +61,8 @@ WARP_SIZE = 32
 #: down a column; without padding the lanes of a warp would hit one bank ``block_k`` ways. Four keeps
 #: rows 16-byte aligned for vector stores.
 SHARED_PAD = 4
+#: Registers a thread needs beside its tiles (indices, addresses, loop counters): a working estimate.
+REGISTER_OVERHEAD = 32
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,18 @@ class SimtTile:
             .spatial(self.lanes_m, self.lanes_n)
             .repeat(1, self.thread_n, attrs="u")
         )
+
+    def estimated_registers(self, vector_a: int = 1, vector_b: int = 1) -> int:
+        """Accumulators, fragments, prefetched elements and an overhead: a pre-compile estimate (within
+        about 20 of what ptxas reports for sm_90; the compile itself prunes what spills)."""
+        staged_a = max(vector_a, self.block_m * self.block_k // self.threads)
+        staged_b = max(vector_b, self.block_n * self.block_k // self.threads)
+        return self.accumulators + self.fragments + staged_a + staged_b + REGISTER_OVERHEAD
+
+    def loads_divide(self, a_k_contiguous: bool, vector_a: int, b_k_contiguous: bool, vector_b: int) -> bool:
+        """Whether both operand tiles can be shared out among the threads (see :func:`load_mapping`)."""
+        return (load_mapping(self.block_m, self.block_k, a_k_contiguous, vector_a, self.threads) is not None
+                and load_mapping(self.block_n, self.block_k, b_k_contiguous, vector_b, self.threads) is not None)
 
     def shared_bytes(self) -> int:
         """Static shared memory of the two k-major, padded buffers of both operands."""

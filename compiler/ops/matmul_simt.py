@@ -25,15 +25,13 @@ from dataclasses import dataclass
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import blockIdx, f32, if_, kernel, logical_and, lower, threadIdx
-from compiler.ops.gemm_simt import SimtTile, StridedOperand, load_mapping, simt_gemm, vector_aligned
+from compiler.ops.gemm_simt import SimtTile, StridedOperand, simt_gemm, vector_aligned
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
 
 #: Elements a 32-bit index reaches: every tensor must stay below it.
 MAX_INDEX = 2**31 - 1
-#: Registers a thread needs beside its tiles (indices, addresses, loop counters): a working estimate.
-REGISTER_OVERHEAD = 32
 #: Block tiles may exceed the problem (rounded up to this) by at most 2x ...
 PAD = 16
 #: ... or be this small whatever the problem: every level has a candidate within it.
@@ -90,12 +88,8 @@ def operand_vectors(spec: MatmulSpec, vector: int) -> tuple[int, int]:
 
 
 def estimated_registers(schedule: SimtSchedule, spec: MatmulSpec) -> int:
-    """Accumulators, the two fragments, the prefetched elements and an overhead: a pre-compile estimate."""
-    vec_a, vec_b = operand_vectors(spec, schedule.vector)
-    staged_a = max(vec_a, schedule.block_m * schedule.block_k // schedule.threads)
-    staged_b = max(vec_b, schedule.block_n * schedule.block_k // schedule.threads)
-    fragments = schedule.repeat_m * schedule.thread_m + schedule.repeat_n * schedule.thread_n
-    return schedule.accumulators + fragments + staged_a + staged_b + REGISTER_OVERHEAD
+    """The mainloop's register estimate with the load widths ``spec`` allows."""
+    return schedule.estimated_registers(*operand_vectors(spec, schedule.vector))
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -116,8 +110,7 @@ def constraints(spec: MatmulSpec, device: DeviceSpec, *, scalar_choice: bool = T
 
     def loads_divide(s: SimtSchedule) -> bool:
         vec_a, vec_b = operand_vectors(spec, s.vector)
-        return (load_mapping(s.block_m, s.block_k, a_k_contiguous, vec_a, s.threads) is not None
-                and load_mapping(s.block_n, s.block_k, b_k_contiguous, vec_b, s.threads) is not None)
+        return s.loads_divide(a_k_contiguous, vec_a, b_k_contiguous, vec_b)
 
     def registers(s: SimtSchedule) -> int:
         return estimated_registers(s, spec)
