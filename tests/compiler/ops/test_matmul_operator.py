@@ -10,6 +10,7 @@ from compiler.device import DEVICES
 from compiler.ops import get_operator, matmul_simt, operators, parse_spec
 from compiler.ops.matmul import OPERATOR, TEMPLATES, template_for
 from compiler.ops.matmul_spec import MatmulSpec, matmul_flops, matmul_min_bytes, matmul_reference
+from compiler.space import schedule_values
 
 SPEC = MatmulSpec(m=5, n=7, k=3, batch=2, layout_a="col")
 
@@ -27,6 +28,8 @@ def test_float32_dispatches_to_the_simt_template() -> None:
     assert space.template == "matmul_simt"
     schedule = space.candidates()[0]
     assert OPERATOR.build(SPEC, schedule) == matmul_simt.build(SPEC, schedule)
+    # schedules survive storage as plain values: the parameters rebuild the same schedule
+    assert all(space.schedule(schedule_values(s)) == s for s in space.candidates())
 
 
 def test_a_dtype_without_a_template_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
