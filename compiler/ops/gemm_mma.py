@@ -289,11 +289,12 @@ _LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tupl
 }
 
 
-def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: bool,
-              b_k_contiguous: bool) -> Space[MmaSchedule]:
+def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: bool, b_k_contiguous: bool,
+              extra: tuple[Constraint[MmaSchedule], ...] = ()) -> Space[MmaSchedule]:
     """Tensor-core GEMM schedules for ``device``; level 1 is small enough to check exhaustively.
 
-    The operand layouts only change the shared-memory footprint (which dimension is padded).
+    The operand layouts only change the shared-memory footprint (which dimension may be padded);
+    ``extra`` adds the caller's own constraints (grid limits, say).
     """
     if level not in _LEVELS:
         raise ValueError(f"space level must be one of {sorted(_LEVELS)}, got {level!r}")
@@ -316,5 +317,5 @@ def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: boo
         params=(Param("block_m", blocks), Param("block_n", blocks), Param("block_k", block_ks),
                 Param("warp_m", warps), Param("warp_n", warps), Param("stages", stages)),
         make=lambda p: MmaSchedule(**p),
-        constraints=constraints,
+        constraints=constraints + extra,
     )

@@ -1,9 +1,11 @@
 """Tensor-core matmul template (f16 and bf16 in, f32 accumulate, C in the input dtype), and its space.
 
-The block at ``(blockIdx.y, blockIdx.x)`` of batch ``blockIdx.z`` computes the ``block_m x block_n``
-tile of C at that position with :func:`compiler.ops.gemm_mma.mma_mainloop`. Each operand is copied in
-the layout it has in global memory (row-major A and column-major B are k-contiguous), so every copy is a
-contiguous run; the mainloop's ldmatrix (plain or ``.trans``) turns either into mma fragments.
+Block ``blockIdx.x`` of batch ``blockIdx.z`` computes the ``block_m x block_n`` tile of C at row tile
+``blockIdx.x % row_tiles`` and column tile ``blockIdx.x / row_tiles`` with
+:func:`compiler.ops.gemm_mma.mma_mainloop` (one linear grid dimension: gridDim.y would cap the
+column tiles at 65535). Each operand is copied in the layout it has in global memory (row-major A and
+column-major B are k-contiguous), so every copy is a contiguous run; the mainloop's ldmatrix (plain
+or ``.trans``) turns either into mma fragments.
 
 Copy width: 16-byte ``cp.async`` needs every row start 16-byte aligned, so the build picks the widest of
 8, 4, 2 elements that divides the contiguous extent (k for row-major A, m for column-major A, and so on)
@@ -19,7 +21,7 @@ from typing import Any
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
-from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, logical_and, lower, select
+from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, let, logical_and, lower, select
 from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.gemm_mma import (
     MmaSchedule,
@@ -64,7 +66,8 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
     m, n, k = spec.m, spec.n, spec.k
     op_a, op_b = operands(schedule, spec.layout_a == "row", spec.layout_b == "col")
     threads = schedule.threads
-    grid = (_cdiv(n, schedule.block_n), _cdiv(m, schedule.block_m), spec.batch)
+    row_tiles = _cdiv(m, schedule.block_m)
+    grid = (row_tiles * _cdiv(n, schedule.block_n), 1, spec.batch)
     name = f"matmul_mma_{spec.dtype}_{spec.layout_a}_{spec.layout_b}"
     with kernel(name, block=threads, grid=grid) as builder:
         a = builder.tensor("a", dtype, spec.a_shape, const=True)
@@ -72,8 +75,8 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
         c = builder.tensor("c", dtype, spec.c_shape)
         smem_a, smem_b = stage_buffers(builder, dtype, op_a, op_b)
         batch = blockIdx.z
-        row0 = blockIdx.y * schedule.block_m
-        col0 = blockIdx.x * schedule.block_n
+        row0 = let("row0", blockIdx.x % row_tiles * schedule.block_m)
+        col0 = let("col0", blockIdx.x // row_tiles * schedule.block_n)
         fetch_a = _operand_source(a, batch, row0, m, k, op_a)
         fetch_b = _operand_source(b, batch, col0, n, k, op_b)
         width_a = copy_width(k if op_a.k_contiguous else m)
