@@ -14,6 +14,22 @@ Shared layout: each operand is staged either k-contiguous (``[stage][outer][bloc
 outer-contiguous (``[stage][block_k][outer]``), whichever matches global memory so every copy is a
 contiguous run; rows are XOR-swizzled in 16-byte units (``compiler.ops.smem_layout``) so neither the
 copies nor ldmatrix meet bank conflicts.
+
+An implicit GEMM (conv2d, say) uses the pieces in this order inside ``with kernel(...) as builder``::
+
+    op_a, op_b = operands(schedule, a_k_contiguous=True, b_k_contiguous=True)
+    smem_a, smem_b = stage_buffers(builder, f16, op_a, op_b)
+
+    def fetch(stage, k_tile):                  # global -> shared for one K tile, not committed
+        copy_tile(smem_a, stage, op_a, im2col_source(k_tile * schedule.block_k), width, schedule.threads)
+        copy_tile(smem_b, stage, op_b, filter_source(k_tile * schedule.block_k), width, schedule.threads)
+
+    acc = mma_mainloop(schedule, f16, smem_a, smem_b, op_a, op_b, fetch, num_k_tiles)
+    store_accumulators(schedule, acc, write)   # write(row, col, low, high): columns col and col + 1
+
+A :data:`Source` maps a chunk's tile coordinates to (tensor, indices, elements present); ``width`` (8,
+4, 2 or 1 elements) must keep every chunk start aligned to ``2 * width`` bytes in global memory.
+``mma_space`` gives the schedule space with the resource constraints.
 """
 
 from __future__ import annotations
@@ -247,12 +263,13 @@ def as_i32(value: int) -> Expr:
     return cast(value, i32)
 
 
-#: ``write(row, col, value)`` stores accumulator ``value`` (f32) for block-tile element ``(row, col)``.
-Write = Callable[[Expr, Expr, Expr], None]
+#: ``write(row, col, low, high)`` stores the f32 accumulators of block-tile elements ``(row, col)`` and
+#: ``(row, col + 1)``; ``col`` is even.
+Write = Callable[[Expr, Expr, Expr, Expr], None]
 
 
 def store_accumulators(schedule: MmaSchedule, acc: Buffer, write: Write) -> None:
-    """Hand every accumulator to ``write`` with its block-tile coordinates (the mma D fragment layout)."""
+    """Hand the accumulators to ``write`` in column pairs with block-tile coordinates (mma D layout)."""
     tiles_m, tiles_n = schedule.mma_tiles
     lane = let("out_lane", threadIdx.x % 32)
     warp = let("out_warp", threadIdx.x // 32)
@@ -260,8 +277,8 @@ def store_accumulators(schedule: MmaSchedule, acc: Buffer, write: Write) -> None
     pair = let("pair", warp % schedule.warps[1] * schedule.warp_n + lane % 4 * 2)
     for i in range(tiles_m):
         for j in range(tiles_n):
-            for r in range(4):
-                write(group + (i * MMA_M + r // 2 * 8), pair + (j * MMA_N + r % 2), acc[i, j, r])
+            for half in range(2):
+                write(group + (i * MMA_M + half * 8), pair + j * MMA_N, acc[i, j, 2 * half], acc[i, j, 2 * half + 1])
 
 
 def schedule_problem(s: MmaSchedule) -> str | None:

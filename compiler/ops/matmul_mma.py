@@ -21,7 +21,7 @@ from typing import Any
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
-from compiler.ir import Buffer, Expr, blockIdx, cast, if_, kernel, let, logical_and, lower, select
+from compiler.ir import Buffer, Expr, blockIdx, cast, floats_to_half2, if_, kernel, let, logical_and, lower, select
 from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.gemm_mma import (
     MmaSchedule,
@@ -89,9 +89,16 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
 
         acc = mma_mainloop(schedule, dtype, smem_a, smem_b, op_a, op_b, fetch, _cdiv(k, schedule.block_k))
 
-        def write(row: Expr, col: Expr, value: Expr) -> None:
-            with if_(logical_and(row0 + row < m, col0 + col < n)):
-                c[batch, row0 + row, col0 + col] = cast(value, dtype)
+        def write(row: Expr, col: Expr, low: Expr, high: Expr) -> None:
+            g_row, g_col = row0 + row, col0 + col
+            if dtype == f16 and n % 2 == 0:  # an even row length keeps the pair 4-byte aligned
+                with if_(logical_and(g_row < m, g_col < n)):
+                    c.store_vector((batch, g_row, g_col), floats_to_half2(low, high))
+                return
+            with if_(logical_and(g_row < m, g_col < n)):
+                c[batch, g_row, g_col] = cast(low, dtype)
+            with if_(logical_and(g_row < m, g_col + 1 < n)):
+                c[batch, g_row, g_col + 1] = cast(high, dtype)
 
         store_accumulators(schedule, acc, write)
     return render_cuda(lower(builder.kernel))

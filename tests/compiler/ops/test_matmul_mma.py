@@ -73,6 +73,7 @@ def test_copy_width_follows_row_alignment() -> None:
     source = build(spec, MmaSchedule(64, 64, 32, 32, 32, 2)).source
     assert "wm_cp_async_16(" in source and "wm_cp_async_4(" not in source
     assert "wm_ldmatrix_x4(" in source and "wm_ldmatrix_x4_trans(" in source  # row B is n-contiguous
+    assert "reinterpret_cast<__half2*>(c" in source  # an even N stores C in f16 pairs
     odd = build(spec.model_copy(update={"k": 83}), MmaSchedule(64, 64, 32, 32, 32, 2)).source
     assert "wm_cp_async_4(" not in odd and "wm_cp_async_16(" in odd  # A falls back to element loads; B stays wide
     assert [copy_width(e) for e in (8, 12, 6, 7)] == [8, 4, 2, 1]
