@@ -235,8 +235,8 @@ def mma_mainloop(schedule: MmaSchedule, dtype: DataType, smem_a: Buffer, smem_b:
             for r in range(4):
                 acc[i, j, r] = 0.0
     for s in range(stages - 1):
-        with if_(as_i32(s) < num_k_tiles):
-            fetch(as_i32(s), as_i32(s))
+        with if_(_i32(s) < num_k_tiles):
+            fetch(_i32(s), _i32(s))
         call(extern_call("wm_cp_async_commit"))
     for k_tile in range_(num_k_tiles, name="k_tile"):
         call(extern_call("wm_cp_async_wait", template_args=(stages - 2,)))
@@ -259,7 +259,7 @@ def mma_mainloop(schedule: MmaSchedule, dtype: DataType, smem_a: Buffer, smem_b:
     return acc
 
 
-def as_i32(value: int) -> Expr:
+def _i32(value: int) -> Expr:
     return cast(value, i32)
 
 
