@@ -69,7 +69,8 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
     row_tiles = _cdiv(m, schedule.block_m)
     grid = (row_tiles * _cdiv(n, schedule.block_n), 1, spec.batch)
     name = f"matmul_mma_{spec.dtype}_{spec.layout_a}_{spec.layout_b}"
-    with kernel(name, block=threads, grid=grid) as builder:
+    # min_blocks=1 lets ptxas use the registers it needs: without it, it sometimes spills a few bytes.
+    with kernel(name, block=threads, grid=grid, min_blocks=1) as builder:
         a = builder.tensor("a", dtype, spec.a_shape, const=True)
         b = builder.tensor("b", dtype, spec.b_shape, const=True)
         c = builder.tensor("c", dtype, spec.c_shape)
