@@ -14,9 +14,9 @@ element is zero. That one predicate covers padding, the ragged GEMM edges, strid
 Wide loads. A chunk of consecutive GEMM elements may be read as one vector (or one ``cp.async``) only
 when it is consecutive, aligned and entirely inside or outside the image:
 
-- NHWC: A is k-contiguous; ``w`` consecutive taps are ``w`` consecutive channels of one pixel when
+- NHWC: A is fetched along K; ``w`` consecutive taps are ``w`` consecutive channels of one pixel when
   ``c % w == 0`` (the chunk never crosses a pixel, and starts at a multiple of ``w`` elements).
-- NCHW: the taps of one pixel are ``h * w`` elements apart, so A is staged m-contiguous: ``w``
+- NCHW: the taps of one pixel are ``h * w`` elements apart, so A is fetched along M: ``w``
   consecutive output columns of one row read ``w`` consecutive input columns when ``stride_w == 1``,
   and stay aligned and on one side of each image edge when ``q``, ``w``, ``pad_w`` and every tap offset
   ``s_i * dil_w`` are multiples of ``w`` (e.g. any 1x1 stride-1 convolution with an even width). Other
@@ -71,10 +71,15 @@ class ImplicitGemm:
 
     spec: Conv2dSpec
 
-    @property
-    def a_k_contiguous(self) -> bool:
-        """Whether A is staged along K (NHWC) rather than along M (NCHW)."""
-        return self.spec.layout == "NHWC"
+    def a_k_contiguous(self, width: int) -> bool:
+        """Whether A, read in chunks of ``width``, is fetched along K rather than along M.
+
+        Along K only for NHWC chunks of several channels. Element-wise loads go along M in both layouts:
+        a thread then revisits few output pixels (whose decomposition stays in registers across the K
+        loop) and a warp's loads still land close together (pixels ``c * stride_w`` elements apart in
+        NHWC, ``stride_w`` in NCHW).
+        """
+        return self.spec.layout == "NHWC" and width > 1
 
     def pixel(self, m: Any) -> tuple[Expr, Expr, Expr]:
         """``(n_i, p_i, q_i)`` of output pixel ``m``."""
@@ -110,13 +115,15 @@ class ImplicitGemm:
     def a_source(self, x: Buffer, m0: Expr, k0: Expr, width: int) -> Source:
         """The chunk source of A's tile at ``(m0, k0)`` for :func:`compiler.ops.gemm_mma.copy_tile`.
 
-        Tile rows are m (NHWC) or k (NCHW); a chunk is ``width`` elements along the other axis, wholly
+        Tile rows are m or k (see :meth:`a_k_contiguous`); a chunk is ``width`` elements along the other axis, wholly
         inside or outside x (see :func:`a_chunk`), so its count is ``width`` or 0. A chunk with nothing to
         read points at element 0.
         """
 
+        along_k = self.a_k_contiguous(width)
+
         def source(row: Expr, col: Expr) -> tuple[Buffer, tuple[Any, ...], Expr]:
-            m, kk = (m0 + row, k0 + col) if self.a_k_contiguous else (m0 + col, k0 + row)
+            m, kk = (m0 + row, k0 + col) if along_k else (m0 + col, k0 + row)
             indices, inside = self.patch(m, kk)
             return x, tuple(select(inside, i, 0) for i in indices), select(inside, width, 0)
 
@@ -144,6 +151,7 @@ class PatchOperand:
     """A as an :class:`~compiler.ops.gemm_simt.OperandLoader`: element ``(m, kk)`` gathered from x.
 
     ``vector`` elements run along K for NHWC and along M for NCHW; it must satisfy :func:`a_chunk`.
+    Scalar loads run along M in both layouts (see :meth:`ImplicitGemm.a_k_contiguous`).
     """
 
     gemm: ImplicitGemm
@@ -152,7 +160,7 @@ class PatchOperand:
 
     @property
     def k_contiguous(self) -> bool:
-        return self.gemm.a_k_contiguous
+        return self.gemm.a_k_contiguous(self.vector)
 
     def load(self, m: Expr, k: Expr) -> tuple[Expr, Expr]:
         indices, inside = self.gemm.patch(m, k)

@@ -7,7 +7,7 @@ from the weight rows, and :func:`~compiler.ops.gemm_mma.store_accumulators` hand
 results to a writer that scatters it to ``y`` in the spec's layout (one ``__half2`` store for f16 NHWC
 with an even channel count, where the pair is adjacent and aligned).
 
-Copies. A is staged k-contiguous for NHWC (channel runs) and m-contiguous for NCHW (output columns);
+Copies. A is staged k-contiguous for NHWC channel runs and m-contiguous otherwise (output columns);
 chunks of 8, 4 or 2 elements go through 16-, 8- or 4-byte ``cp.async`` where
 :func:`~compiler.ops.conv2d_gemm.a_chunk` allows (whole, aligned, on one side of every image edge), and
 element loads otherwise: the NCHW taps of a pixel lie ``h * w`` elements apart, so strided or padded
@@ -66,11 +66,11 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
         raise ValueError(f"schedule {schedule}: {problem}")
     gemm = ImplicitGemm(spec)
     big_m, big_n, big_k = spec.gemm_shape
-    op_a, op_b = operands(schedule, gemm.a_k_contiguous, True)
+    width_a, width_b = a_chunk(spec, WIDEST), b_chunk(spec, WIDEST)
+    op_a, op_b = operands(schedule, gemm.a_k_contiguous(width_a), True)
     threads = schedule.threads
     row_tiles = _cdiv(big_m, schedule.block_m)
     grid = row_tiles * _cdiv(big_n, schedule.block_n)
-    width_a, width_b = a_chunk(spec, WIDEST), b_chunk(spec, WIDEST)
     # NHWC rows of an even number of output channels keep each column pair one aligned __half2.
     paired = dtype == f16 and spec.layout == "NHWC" and big_n % 2 == 0
     with kernel(f"conv2d_mma_{spec.dtype}_{spec.layout.lower()}", block=threads, grid=grid) as builder:
@@ -111,4 +111,5 @@ def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     limit_n = max(2 * PAD * _cdiv(spec.k, PAD), 64)
     narrow = Constraint(f"block_n <= {limit_n} (2x the padded output channels)",
                         lambda s: s.block_n <= limit_n)
-    return mma_space("conv2d_mma", device, level, ImplicitGemm(spec).a_k_contiguous, True, extra=(narrow,))
+    a_k_contiguous = ImplicitGemm(spec).a_k_contiguous(a_chunk(spec, WIDEST))
+    return mma_space("conv2d_mma", device, level, a_k_contiguous, True, extra=(narrow,))

@@ -50,14 +50,14 @@ def constraints(spec: Conv2dSpec, device: DeviceSpec, *, scalar_choice: bool = T
     big_m, big_n, _ = spec.gemm_shape
     limit_m = max(2 * _round_up(big_m, PAD), SMALL_TILE)
     limit_n = max(2 * _round_up(big_n, PAD), SMALL_TILE)
-    a_k_contiguous = ImplicitGemm(spec).a_k_contiguous
+    gemm = ImplicitGemm(spec)
 
     def registers(s: SimtSchedule) -> int:
         return s.estimated_registers(*operand_vectors(spec, s.vector))
 
     def loads_divide(s: SimtSchedule) -> bool:
         vec_a, vec_b = operand_vectors(spec, s.vector)
-        return s.loads_divide(a_k_contiguous, vec_a, True, vec_b)
+        return s.loads_divide(gemm.a_k_contiguous(vec_a), vec_a, True, vec_b)
 
     rules = (
         Constraint(f"threads per block <= {device.max_threads_per_block}",
