@@ -91,6 +91,10 @@ MMA = MmaSchedule(block_m=64, block_n=64, block_k=32, warp_m=32, warp_n=32, stag
         ({"c": 12, "r": 1, "s": 1, "h": 7, "w": 6, "dtype": "bfloat16"}, MMA, ("wm_cp_async_4(", "wm_cp_async_8(")),
         # pointwise NCHW, rows of 16 columns: 16-byte copies along the pixels
         ({"c": 16, "r": 1, "s": 1, "h": 3, "w": 16, "dtype": "float16"}, MMA, ("wm_cp_async_16(",)),
+        # NCHW with padding 2 and dilation 2: pixel pairs lie wholly inside or wholly in the padding
+        ({"c": 3, "w": 10, "padding": (1, 2), "dilation": (1, 2), "dtype": "float16"}, MMA, ("wm_cp_async_4(",)),
+        # the same with 4-pixel vectors on CUDA cores: padding 4, dilation 4
+        ({"c": 3, "w": 12, "padding": (0, 4), "dilation": (2, 4)}, SIMT, ("float4",)),
     ],
 )
 def test_wide_loads_where_the_view_allows(fields: dict[str, Any], schedule: Any, needles: tuple[str, ...]) -> None:
@@ -100,6 +104,12 @@ def test_wide_loads_where_the_view_allows(fields: dict[str, Any], schedule: Any,
     assert result.kernel is not None
     for needle in needles:
         assert needle in result.kernel.source, needle
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_nhwc_channel_runs_under_padding_and_stride_on_a_sample(dtype: str) -> None:
+    spec = Conv2dSpec(n=2, c=8, h=9, w=11, k=6, r=3, s=3, stride=(2, 1), padding=(1, 1), layout="NHWC", dtype=dtype)
+    assert_all_pass(spec, check_all(spec, OPERATOR.space(spec, H200, 1).sample(3, seed=2)))
 
 
 def test_narrow_views_load_element_by_element() -> None:
