@@ -221,21 +221,23 @@ def _run_nvrtc(source: KernelSource, flags: Sequence[str], output: Output) -> tu
             return False, b"", log or text.decode()
         if output == "cubin":
             (size,) = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
-            buffer = b" " * size
+            buffer = bytearray(size)
             _check(nvrtc.nvrtcGetCUBIN(program, buffer), "nvrtcGetCUBIN")
         else:
             (size,) = _check(nvrtc.nvrtcGetPTXSize(program), "nvrtcGetPTXSize")
-            buffer = b" " * size
+            buffer = bytearray(size)
             _check(nvrtc.nvrtcGetPTX(program, buffer), "nvrtcGetPTX")
             buffer = buffer.rstrip(b"\0")
-        return True, buffer, log
+        return True, bytes(buffer), log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
 
 
 def _program_log(program: object) -> str:
     (size,) = _check(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
-    buffer = b" " * size
+    # NVRTC writes into the buffer: it must be mutable. (``b" " * 1`` is CPython's shared one-byte
+    # object, and filling it with NUL corrupts every b" " in the process.)
+    buffer = bytearray(size)
     _check(nvrtc.nvrtcGetProgramLog(program, buffer), "nvrtcGetProgramLog")
     return buffer.rstrip(b"\0").decode(errors="replace").strip()
 

@@ -232,3 +232,10 @@ def test_unreadable_cache_entry_is_rebuilt(tmp_path: Path) -> None:
     rebuilt = compile_source(kernel("add", ADD), cache=cache)
     assert rebuilt.ok and not rebuilt.cached and rebuilt.binary == first.binary
     assert compile_source(kernel("add", ADD), cache=cache).cached
+
+
+def test_builds_leave_python_constants_intact() -> None:
+    """NVRTC fills caller buffers; a one-byte log once overwrote CPython's shared ``b" "`` object."""
+    for output in ("cubin", "ptx"):
+        assert compile_source(kernel("add", ADD), "sm_80", output=output).ok
+    assert b" ".join([b"a", b"b"]) == bytes([97, 32, 98])

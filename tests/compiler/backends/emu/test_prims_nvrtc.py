@@ -45,7 +45,7 @@ def _compile(arch: str) -> tuple[int, str]:
         opts = [f"-arch={arch}".encode(), f"-I{PRIMS_INCLUDE_DIR}".encode(), b"-Xptxas=-v"]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, log_size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * log_size
+        log = bytearray(log_size)
         nvrtc.nvrtcGetProgramLog(prog, log)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             return 0, log.decode(errors="replace")
