@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from compiler.device import DEVICES
 from compiler.ops import conv2d_mma, conv2d_simt, get_operator, parse_spec
-from compiler.ops.conv2d import OPERATOR, template_for
+from compiler.ops.conv2d import OPERATOR
 from compiler.ops.conv2d_gemm import a_chunk, b_chunk
 from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_nchw
 from compiler.space import schedule_values
@@ -109,7 +109,7 @@ def test_dispatch_by_dtype_and_schedules_rebuild_from_values() -> None:
     for dtype, module, template in (("float32", conv2d_simt, "conv2d_simt"), ("float16", conv2d_mma, "conv2d_mma"),
                                     ("bfloat16", conv2d_mma, "conv2d_mma")):
         typed = spec.model_copy(update={"dtype": dtype})
-        assert template_for(typed) is module
+        assert OPERATOR.template_for(typed) is module
         space = OPERATOR.space(typed, H200, 1)
         assert space.template == template
         assert all(space.schedule(schedule_values(s)) == s for s in space.candidates())
