@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -51,6 +52,7 @@ from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allreduce, load_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
+from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
 
@@ -237,31 +239,11 @@ def reduce_min_bytes(spec: ReduceSpec) -> int:
     return (prod(spec.shape) + spec.outer * spec.inner) * DTYPE_BYTES[spec.dtype]
 
 
-@dataclass(frozen=True)
-class ReduceOperator:
-    name: str = "reduce"
-    spec_model: type[ReduceSpec] = ReduceSpec
+_TEMPLATE = Template(space=reduce_space, build=build_reduce)
 
-    def space(self, spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[ReduceSchedule]:
-        return reduce_space(spec, device, level)
-
-    def build(self, spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:  # type: ignore[override]
-        return build_reduce(spec, schedule)
-
-    def inputs(self, spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return reduce_inputs(spec, rng)
-
-    def outputs(self, spec: ReduceSpec) -> tuple[TensorSpec, ...]:
-        return reduce_outputs(spec)
-
-    def reference(self, spec: ReduceSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return reduce_reference(spec, inputs)
-
-    def flops(self, spec: ReduceSpec) -> int:
-        return reduce_flops(spec)
-
-    def min_bytes(self, spec: ReduceSpec) -> int:
-        return reduce_min_bytes(spec)
-
-
-OPERATOR = ReduceOperator()
+OPERATOR = TemplatedOperator(
+    name="reduce",
+    spec_model=ReduceSpec,
+    workload=Workload(reduce_inputs, reduce_outputs, reduce_reference, reduce_flops, reduce_min_bytes),
+    templates=MappingProxyType(dict.fromkeys(("float32", "float16", "bfloat16"), _TEMPLATE)),
+)

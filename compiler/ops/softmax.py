@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -54,6 +55,7 @@ from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, load_values, store_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
+from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
 
@@ -263,31 +265,11 @@ def softmax_min_bytes(spec: SoftmaxSpec) -> int:
     return 2 * spec.rows * spec.cols * DTYPE_BYTES[spec.dtype]
 
 
-@dataclass(frozen=True)
-class SoftmaxOperator:
-    name: str = "softmax"
-    spec_model: type[SoftmaxSpec] = SoftmaxSpec
+_TEMPLATE = Template(space=softmax_space, build=build_softmax)
 
-    def space(self, spec: SoftmaxSpec, device: DeviceSpec, level: int) -> Space[SoftmaxSchedule]:
-        return softmax_space(spec, device, level)
-
-    def build(self, spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> KernelSource:  # type: ignore[override]
-        return build_softmax(spec, schedule)
-
-    def inputs(self, spec: SoftmaxSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return softmax_inputs(spec, rng)
-
-    def outputs(self, spec: SoftmaxSpec) -> tuple[TensorSpec, ...]:
-        return softmax_outputs(spec)
-
-    def reference(self, spec: SoftmaxSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return softmax_reference(spec, inputs)
-
-    def flops(self, spec: SoftmaxSpec) -> int:
-        return softmax_flops(spec)
-
-    def min_bytes(self, spec: SoftmaxSpec) -> int:
-        return softmax_min_bytes(spec)
-
-
-OPERATOR = SoftmaxOperator()
+OPERATOR = TemplatedOperator(
+    name="softmax",
+    spec_model=SoftmaxSpec,
+    workload=Workload(softmax_inputs, softmax_outputs, softmax_reference, softmax_flops, softmax_min_bytes),
+    templates=MappingProxyType(dict.fromkeys(("float32", "float16", "bfloat16"), _TEMPLATE)),
+)

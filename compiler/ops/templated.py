@@ -1,15 +1,14 @@
 """An operator assembled from parts: workload functions from its spec module, kernels from a template per dtype.
 
-Matmul and conv2d are both "one workload, one template per input dtype". A template module provides
-``space(spec, device, level) -> Space`` and ``build(spec, schedule) -> KernelSource``; adding one is
-an entry in ``templates``.
+Every operator is "one workload, one template per input dtype". A template is anything with
+``space(spec, device, level) -> Space`` and ``build(spec, schedule) -> KernelSource``: a module
+(``matmul_simt``) or a :class:`Template` of two functions; adding one is an entry in ``templates``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -33,15 +32,24 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Template:
+    """A template given as its two functions."""
+
+    space: Callable[[Any, DeviceSpec, int], Space[Any]]
+    build: Callable[[Any, Any], KernelSource]
+
+
+@dataclass(frozen=True)
 class TemplatedOperator:
     """An :class:`~compiler.ops.base.Operator` dispatching ``space`` and ``build`` to a template by dtype."""
 
     name: str
     spec_model: type[OpSpec]
     workload: Workload
-    templates: Mapping[str, ModuleType]
+    #: Input dtype -> a template module or :class:`Template`.
+    templates: Mapping[str, Any]
 
-    def template_for(self, spec: Any) -> ModuleType:
+    def template_for(self, spec: Any) -> Any:
         """The template module for ``spec.dtype``, or a ValueError naming the dtype."""
         try:
             return self.templates[spec.dtype]
