@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.numeric import STORAGE_DTYPES
 from compiler.source import KernelSource, Param
 
 from . import errors
@@ -39,15 +40,7 @@ _GUARD = 64 << 10
 _STATUS_BYTES = _PAGE
 
 #: Element dtypes of pointer arguments; bfloat16 travels as uint16 bit patterns.
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(np.uint16),
-    "int32": np.dtype(np.int32),
-    "uint32": np.dtype(np.uint32),
-    "bool": np.dtype(np.bool_),
-}
-_SCALAR_DTYPES: dict[str, np.dtype] = {**NUMPY_DTYPES, "float16": np.dtype(np.float16)}
+NUMPY_DTYPES = STORAGE_DTYPES
 
 _ERRORS: dict[int, type[errors.EmulationError]] = {
     1: errors.EmulationLoadError,
@@ -210,7 +203,7 @@ def _check_args(kernel: KernelSource, args: Sequence[object]) -> None:
 
 
 def _scalar_bytes(kernel: KernelSource, p: Param, value: object) -> bytes:
-    dtype = _SCALAR_DTYPES[p.dtype]
+    dtype = NUMPY_DTYPES[p.dtype]
     try:
         arr = np.array(value, dtype=dtype) if dtype.kind != "f" else np.array(value).astype(dtype)
     except (OverflowError, ValueError) as exc:
