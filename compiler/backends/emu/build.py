@@ -218,14 +218,19 @@ def _compile(
         return out.read_bytes()
 
 
+def _runtime_flags(config: EmuConfig) -> tuple[str, ...]:
+    return (*_RUNTIME_FLAGS, f"-I{INCLUDE_DIR}", *(("-DWM_PORTABLE_FIBERS",) if config.portable_fibers else ()))
+
+
+def runtime_key(config: EmuConfig) -> str:
+    """What identifies a runtime build: toolchain digest, C compiler and flags (not the cache folder)."""
+    return cache_key("emu-runtime", toolchain_digest(), config.cc, *_runtime_flags(config))
+
+
 def build_runtime(config: EmuConfig) -> Path:
     """The emulator runtime library (built once per toolchain digest and cached)."""
-    flags = (
-        *_RUNTIME_FLAGS,
-        f"-I{INCLUDE_DIR}",
-        *(("-DWM_PORTABLE_FIBERS",) if config.portable_fibers else ()),
-    )
-    key = cache_key("emu-runtime", toolchain_digest(), config.cc, *flags)
+    flags = _runtime_flags(config)
+    key = runtime_key(config)
     cache = config.cache
     found = cache.path(key)
     if found is not None:

@@ -16,11 +16,11 @@ and element.
 from __future__ import annotations
 
 import ctypes
-import functools
 import mmap
 import os
 import select
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from compiler.numeric import STORAGE_DTYPES
 from compiler.source import KernelSource, Param
 
 from . import errors
-from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel
+from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel, runtime_key
 from .symbols import describe_shared_locations
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -41,6 +41,10 @@ _STATUS_BYTES = _PAGE
 
 #: Element dtypes of pointer arguments; bfloat16 travels as uint16 bit patterns.
 NUMPY_DTYPES = STORAGE_DTYPES
+
+#: Runtime libraries loaded into this process, by build (see ``_runtime``).
+_RUNTIMES: dict[str, ctypes.CDLL] = {}
+_RUNTIMES_LOCK = threading.Lock()
 
 _ERRORS: dict[int, type[errors.EmulationError]] = {
     1: errors.EmulationLoadError,
@@ -148,14 +152,21 @@ class _SharedRegion:
         self._libc.munmap(self.address, self.nbytes)
 
 
-@functools.cache
 def _runtime(config: EmuConfig) -> ctypes.CDLL:
-    """The runtime library, built (or found in the cache) and loaded once per process and config."""
-    # RTLD_GLOBAL: kernel libraries leave the runtime's symbols undefined and bind to these.
-    lib = ctypes.CDLL(str(build_runtime(config)), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
-    lib.wm_launch_fork.restype = ctypes.c_long
-    lib.wm_launch_fork.argtypes = (ctypes.POINTER(_Desc),)
-    return lib
+    """The runtime library, loaded once per process and runtime build, whatever the cache folder.
+
+    A second copy of the same build must never be loaded: kernel libraries bind (RTLD_GLOBAL) to the
+    first copy's symbols, while the second copy would keep its own guard-page registry, so a bounds
+    fault would reach no handler that knows the guards.
+    """
+    key = runtime_key(config)
+    with _RUNTIMES_LOCK:
+        if key not in _RUNTIMES:
+            lib = ctypes.CDLL(str(build_runtime(config)), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+            lib.wm_launch_fork.restype = ctypes.c_long
+            lib.wm_launch_fork.argtypes = (ctypes.POINTER(_Desc),)
+            _RUNTIMES[key] = lib
+        return _RUNTIMES[key]
 
 
 def _round_up(n: int, to: int) -> int:
