@@ -26,9 +26,9 @@ from compiler.ir.expr import as_expr
 from compiler.ops.conv2d_gemm import ImplicitGemm, PatchOperand, a_chunk, b_chunk
 from compiler.ops.conv2d_spec import Conv2dSpec
 from compiler.ops.gemm_simt import StridedOperand, simt_gemm
-from compiler.ops.matmul_simt import LEVELS, PAD, SMALL_TILE, SimtSchedule
+from compiler.ops.matmul_simt import PAD, SMALL_TILE, SimtSchedule, level_space
 from compiler.source import KernelSource
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, Space
 
 
 def operand_vectors(spec: Conv2dSpec, vector: int) -> tuple[int, int]:
@@ -83,11 +83,7 @@ def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[SimtSchedul
     """SIMT schedules for ``spec`` at ``level`` (the matmul SIMT levels)."""
     if spec.dtype != "float32":
         raise ValueError(f"the SIMT conv2d template computes float32, not {spec.dtype}")
-    if level not in LEVELS:
-        raise ValueError(f"no SIMT conv2d space at level {level}; levels: {sorted(LEVELS)}")
-    params = tuple(Param(name, choices) for name, choices in LEVELS[level].items())
-    rules = constraints(spec, device, scalar_choice=1 in LEVELS[level]["vector"])
-    return Space("conv2d_simt", params, lambda values: SimtSchedule(**values), rules)
+    return level_space("conv2d_simt", level, lambda scalar: constraints(spec, device, scalar_choice=scalar))
 
 
 def build(spec: Conv2dSpec, schedule: SimtSchedule) -> KernelSource:

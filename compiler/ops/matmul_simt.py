@@ -137,11 +137,16 @@ def space(spec: MatmulSpec, device: DeviceSpec, level: int = 1) -> Space[SimtSch
     """The SIMT schedules for ``spec`` at ``level`` (1: tests and CI, 2: production tuning)."""
     if spec.dtype != "float32":
         raise ValueError(f"the SIMT matmul template computes float32, not {spec.dtype}")
+    return level_space("matmul_simt", level, lambda scalar: constraints(spec, device, scalar_choice=scalar))
+
+
+def level_space(template: str, level: int,
+                rules: Callable[[bool], tuple[Constraint[SimtSchedule], ...]]) -> Space[SimtSchedule]:
+    """The ``LEVELS[level]`` choices under ``rules(scalar_choice)``; shared by every SIMT GEMM template."""
     if level not in LEVELS:
-        raise ValueError(f"no SIMT matmul space at level {level}; levels: {sorted(LEVELS)}")
+        raise ValueError(f"no {template} space at level {level}; levels: {sorted(LEVELS)}")
     params = tuple(Param(name, choices) for name, choices in LEVELS[level].items())
-    rules = constraints(spec, device, scalar_choice=1 in LEVELS[level]["vector"])
-    return Space("matmul_simt", params, lambda values: SimtSchedule(**values), rules)
+    return Space(template, params, lambda values: SimtSchedule(**values), rules(1 in LEVELS[level]["vector"]))
 
 
 def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
