@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.toolchain import ToolchainReport, detect_toolchain
+from service.cli import table
 
 Row = tuple[str, str, str]
 
@@ -63,11 +64,7 @@ def report_rows(report: ToolchainReport) -> list[Row]:
 
 def format_table(rows: list[Row]) -> str:
     """Rows as an aligned plain-text table with a header."""
-    header: Row = ("component", "state", "detail")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(2)]
-    lines = [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}" for row in [header, *rows]]
-    lines.insert(1, f"{'-' * widths[0]}  {'-' * widths[1]}  {'-' * 6}")
-    return "\n".join(lines)
+    return table.format_table(("component", "state", "detail"), rows)
 
 
 def report_json(report: ToolchainReport) -> dict[str, Any]:
