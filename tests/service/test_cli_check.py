@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.backends import get_runner
 from service.cli import main
 
 SPEC = '{"op":"matmul","m":67,"n":45,"k":83,"batch":3,"layout_a":"col"}'
@@ -50,3 +51,10 @@ def test_bad_specs_exit_2_naming_the_problem(capsys: Capture, spec: str, named: 
 def test_a_bad_sample_size_exits_2(capsys: Capture) -> None:
     assert main(["check", "--spec", SPEC, "--sample", "0"]) == 2
     assert "--sample must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_gpu_backend_without_a_gpu_says_why(capsys: Capture) -> None:
+    if get_runner("cuda").unavailable_reason() is None:
+        pytest.skip("this machine has a GPU")
+    assert main(["check", "--spec", '{"op": "matmul", "m": 8, "n": 8, "k": 8}', "--device", "cuda"]) == 2
+    assert "device 'cuda' cannot run kernels here: no GPU" in capsys.readouterr().err
