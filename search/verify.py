@@ -34,7 +34,8 @@ class CheckResult:
     kernel: KernelSource | None = None
 
 
-def _resource_problem(kernel: KernelSource, usage: ResourceUsage, device: DeviceSpec) -> str | None:
+def resource_problem(kernel: KernelSource, usage: ResourceUsage, device: DeviceSpec) -> str | None:
+    """Why ptxas's report rules the kernel out on ``device`` (spills, registers, shared memory), or None."""
     if usage.spill_stores or usage.spill_loads:
         return f"spills {usage.spill_stores} bytes stored, {usage.spill_loads} loaded"
     if usage.registers * kernel.threads_per_block > device.max_registers_per_block:
@@ -61,7 +62,7 @@ def compile_checked(
             where = f" at line {error.line}: {error.source_line.strip()}" if error and error.source_line else ""
             return TrialStatus.COMPILE_ERROR, usage, f"{arch}: {error.message if error else 'no report'}{where}"
         usage[arch] = build.usage
-        problem = _resource_problem(kernel, build.usage, device)
+        problem = resource_problem(kernel, build.usage, device)
         if problem is not None:
             return TrialStatus.INVALID, usage, f"{arch}: {problem}"
     return None, usage, ""

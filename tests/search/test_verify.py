@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from compiler.backends import get_runner
+from compiler.backends.ptxas_report import ResourceUsage
 from compiler.codegen import render_cuda
 from compiler.device import device_preset
 from compiler.ir import blockIdx, f32, if_, kernel, lower, threadIdx, while_
@@ -14,14 +15,14 @@ from compiler.mapping import spatial
 from compiler.ops.base import TensorSpec
 from compiler.source import KernelSource
 from search.trial import TrialStatus
-from search.verify import check_schedule
+from search.verify import check_schedule, resource_problem
 
 N = 1000
 
 
 @dataclass(frozen=True)
 class Flavour:
-    kind: str  # "right", "off_by_one", "partial", "hang", "oob", "syntax", "spill"
+    kind: str  # "right", "off_by_one", "partial", "hang", "oob", "syntax"
 
 
 class Scale:
@@ -86,3 +87,22 @@ def test_broken_kernels_fail_with_the_right_status(kind, status, message):
 def test_a_hanging_kernel_times_out():
     result = check("hang", timeout_s=1.0)
     assert result.status is TrialStatus.TIMEOUT
+
+
+@pytest.mark.parametrize(("usage", "problem"), [
+    (ResourceUsage(registers=40), None),
+    (ResourceUsage(registers=40, spill_stores=8, spill_loads=8), "spills 8 bytes stored, 8 loaded"),
+    (ResourceUsage(registers=255), "255 registers x 512 threads > 65536"),
+    (ResourceUsage(registers=32, shared_bytes=50_000), "static shared memory 50000 B > 49152 B"),
+])
+def test_resource_report_rules(usage, problem):
+    kernel = KernelSource("k", "", (1, 1, 1), (512, 1, 1), ())
+    assert resource_problem(kernel, usage, device_preset("h200")) == problem
+
+
+def test_dynamic_shared_memory_counts_against_the_opt_in_limit():
+    kernel = KernelSource("k", "", (1, 1, 1), (128, 1, 1), (), shared_bytes=230_000)
+    assert resource_problem(kernel, ResourceUsage(registers=32, shared_bytes=4096), device_preset("h200")) == (
+        "shared memory 234096 B > 232448 B"
+    )
+    assert resource_problem(kernel, ResourceUsage(registers=32), device_preset("h200")) is None
