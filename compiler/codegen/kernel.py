@@ -8,6 +8,7 @@ from compiler.codegen.names import assign_names
 from compiler.codegen.statements import INDENT, StmtRenderer
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Call, Expr, Load, VectorLoad
+from compiler.ir.hoist import hoist_thread_invariants
 from compiler.ir.kernel import Kernel
 from compiler.ir.rewrite import walk
 from compiler.ir.stmt import DeclareBuffer, Store, VectorStore
@@ -15,7 +16,12 @@ from compiler.ir.types import DataType, PointerType, Type, VectorType
 
 
 def render_kernel(kernel: Kernel, dialect: Dialect) -> str:
-    """The complete translation unit of ``kernel`` in ``dialect`` (a pure function of its arguments)."""
+    """The complete translation unit of ``kernel`` in ``dialect`` (a pure function of its arguments).
+
+    Thread-invariant index arithmetic is first hoisted into named locals, so indices read
+    ``c[c_row * 256 + ii * 256 + c_col + jj]`` rather than repeating ``threadIdx.x`` terms.
+    """
+    kernel = hoist_thread_invariants(kernel)
     names = assign_names(kernel)
     renderer = StmtRenderer(dialect, names)
     params = [pointer_param(dialect, names, p) for p in kernel.params]

@@ -25,13 +25,15 @@ def test_the_kernel_reads_like_the_mapping_it_came_from():
     assert text.count("__syncthreads();") == 2  # once after the prologue, once per k step
     assert "if (k_tile + 1 < 128) {" in text
     assert " ? " not in text  # 1024 is a multiple of every tile: all edge predicates fold away
-    assert "(int)threadIdx.x / 64 * 16 + (int)threadIdx.x % 32 / 16 * 4 + ii" in text
+    assert "    const int smem_a_row_1 = tid / 64 * 16 + tid % 32 / 16 * 4;" in text
+    assert "smem_a[k_tile % 2][smem_a_row_1 + ii_4][kk] * smem_b[k_tile % 2][kk][smem_b_col + jj_4]" in text
 
 
 def test_edges_are_predicated_when_sizes_are_not_multiples_of_the_tile():
     text = example.efficient_matmul_source(100, 300, 20).source
     assert " ? a[" in text and " ? b[" in text and " : 0.0f;" in text
-    assert "if ((int)blockIdx.x * 64" in text
+    assert "    const int c_row = bid_x * 64 + tid / 64 * 16 + tid % 32 / 16 * 4;" in text
+    assert "if (c_row + ii_8 < 100 && c_col + jj_8 < 300) {" in text
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

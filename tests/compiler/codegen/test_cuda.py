@@ -79,7 +79,7 @@ def test_mapping_loops_render_with_folded_indices_and_pragmas():
     src = source_of(k)
     assert "    #pragma unroll 4\n    for (int i = 0; i < 2; ++i) {" in src
     assert "        #pragma unroll\n        for (int j = 0; j < 4; ++j) {" in src
-    assert "out[i * 256 + (int)threadIdx.x / 8 * 32 + j * 8 + (int)threadIdx.x % 8] = 1.0f;" in src
+    assert "out[out_row * 32 + i * 256 + out_col + j * 8] = 1.0f;" in src
     assert "if (" not in src  # 64 threads, 64 workers: no bound check
 
 
@@ -89,7 +89,7 @@ def test_bound_check_appears_in_source_when_threads_exceed_workers():
         for (i,) in spatial(96).on(threadIdx.x):
             out[i] = i
     src = source_of(k)
-    assert "    if ((int)threadIdx.x < 96) {\n        out[(int)threadIdx.x] = (int)threadIdx.x;" in src
+    assert "    if (tid < 96) {\n        out[tid] = tid;" in src
 
 
 def test_shared_registers_barriers_and_compound_assignment():
@@ -108,9 +108,9 @@ def test_shared_registers_barriers_and_compound_assignment():
     src = source_of(k)
     assert "    __shared__ __align__(16) float tile[2][32];" in src
     assert "    float acc[4];" in src and "    __syncthreads();" in src
-    assert "        acc[s] += tile[0][((int)threadIdx.x + s) % 32];" in src
+    assert "        acc[s] += tile[0][(tid + s) % 32];" in src
     assert "    __syncwarp();\n    __syncwarp(0xffffu);" in src
-    assert "out[(int)threadIdx.x] = acc[0] - (acc[1] - acc[2]);" in src
+    assert "out[tid] = acc[0] - (acc[1] - acc[2]);" in src
 
 
 def half_kernel():
@@ -128,9 +128,9 @@ def test_half_types_bring_their_headers_and_conversions():
     k = half_kernel()
     src = source_of(k)
     assert src.startswith("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n")
-    assert "h[(int)threadIdx.x] = __float2half_rn(__half2float(h[(int)threadIdx.x]) * 2.0f);" in src
-    assert "b[(int)threadIdx.x] = __float2bfloat16_rn((float)i[(int)threadIdx.x]);" in src
-    assert "i[(int)threadIdx.x] = (int)__half2float(h[(int)threadIdx.x]);" in src
+    assert "h[tid] = __float2half_rn(__half2float(h[tid]) * 2.0f);" in src
+    assert "b[tid] = __float2bfloat16_rn((float)i[tid]);" in src
+    assert "i[tid] = (int)__half2float(h[tid]);" in src
 
 
 def intrinsics_kernel():
@@ -153,15 +153,15 @@ def test_math_shuffles_atomics_select_and_vectors():
     k = intrinsics_kernel()
     src = source_of(k)
     for line in [
-        "    float v = x[(int)threadIdx.x * 4];",
+        "    float v = x[tid * 4];",
         "    const float v_sum = v + __shfl_xor_sync(4294967295u, v, 16);",
         "    const float shifted = __shfl_down_sync(4294967295u, v_sum, 1, 16);",
         "    atomicAdd(total, rsqrtf(fmaf(shifted, shifted, 1.0f)));",
-        "    atomicMax(counts + (int)threadIdx.x % 4, (unsigned int)(int)threadIdx.x);",
-        "    const float4 quad = reinterpret_cast<const float4*>(x + (int)threadIdx.x * 4)[0];",
-        "    *reinterpret_cast<float4*>(x + (int)threadIdx.x * 4) = "
+        "    atomicMax(counts + counts_offset, (unsigned int)tid);",
+        "    const float4 quad = reinterpret_cast<const float4*>(x + tid * 4)[0];",
+        "    *reinterpret_cast<float4*>(x + tid * 4) = "
         "make_float4(quad.w, quad.z, expf(quad.y), 0.0f);",
-        "    x[(int)threadIdx.x * 4 + 1] = v < 0.0f ? -v : fmaxf(v, 1.0f);",
+        "    x[tid * 4 + 1] = v < 0.0f ? -v : fmaxf(v, 1.0f);",
     ]:
         assert line in src.splitlines(), line
 
@@ -184,8 +184,8 @@ def test_extern_calls_include_the_prims_header_and_dynamic_shared_views():
     src = ks.source
     assert src.startswith('#include "warpmap/prims.cuh"\n')
     assert "    extern __shared__ __align__(16) unsigned char dynamic_smem[];" in src
-    assert ("    wm_cp_async_16(reinterpret_cast<float*>(dynamic_smem + 512) + (int)threadIdx.x * 4, "
-            "g + (int)threadIdx.x * 4, 16);") in src
+    assert ("    wm_cp_async_16(reinterpret_cast<float*>(dynamic_smem + 512) + tid * 4, "
+            "g + tid * 4, 16);") in src
     assert "    wm_cp_async_commit();\n    wm_cp_async_wait<0>();" in src
 
 

@@ -185,7 +185,7 @@ def test_half_pairs_round_trip():
         widened = let("widened", half2_to_floats(h.load_vector(threadIdx.x, 0, lanes=2)))
         y.store_vector((threadIdx.x, 0), widened)
     source = render_cuda(lower(k.kernel))
-    assert "    const __half2 pair = __floats2half2_rn(x[(int)threadIdx.x * 2], x[(int)threadIdx.x * 2 + 1]);" in (
+    assert "    const __half2 pair = __floats2half2_rn(x[tid * 2], x[tid * 2 + 1]);" in (
         source.source.splitlines())
     assert compile_source(source, "sm_80").ok
     x = np.random.default_rng(2).standard_normal((32, 2)).astype(np.float32)
