@@ -6,6 +6,9 @@ migrates without a repository checkout.
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -17,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import migrations
 from db.errors import DatabaseError
-from db.session import create_engine_for, translate_error
+from db.session import create_engine_for, parse_url, translate_error
 
 #: Optuna keeps its own ``alembic_version`` table in the same database.
 VERSION_TABLE = "wm_alembic_version"
@@ -48,9 +51,31 @@ def revisions() -> list[str]:
     return [rev.revision for rev in reversed(list(script.walk_revisions()))]
 
 
+@contextmanager
+def _sqlite_migration_lock(url: str) -> Iterator[None]:
+    """Serialise migrations of one SQLite file across processes (PostgreSQL uses an advisory lock).
+
+    A lock file beside the database, held with ``flock`` for the whole migration: several service
+    processes starting together must not interleave their version checks and DDL.
+    """
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        yield
+        return
+    lock_path = Path(parsed.database).with_name(Path(parsed.database).name + ".migrate-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _run(action: str, url: str, revision: str) -> None:
     try:
-        getattr(command, action)(alembic_config(url), revision)
+        with _sqlite_migration_lock(url):
+            getattr(command, action)(alembic_config(url), revision)
     except CommandError as exc:
         raise DatabaseError(f"cannot {action} to {revision!r}: {exc}") from exc
     except SQLAlchemyError as exc:

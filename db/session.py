@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,26 @@ def parse_url(url: str) -> URL:
         raise DatabaseError(f"invalid database URL {url!r}: {exc}") from exc
 
 
+def _enable_wal(cursor: Any, busy_timeout_s: float) -> None:
+    """Switch the file to WAL (a persistent setting), retrying while another connection holds it.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is locked" at
+    once instead of waiting out the busy timeout, so processes opening a new file together collide.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    delay = 0.005
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool) -> None:
     """WAL, a busy timeout, foreign keys, and write locks taken when a transaction begins.
 
@@ -47,7 +69,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
         if engine.url.database not in (None, "", ":memory:"):
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(cursor, busy_timeout_s)
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
