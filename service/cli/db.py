@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -45,33 +46,28 @@ def describe_revision(revision: str | None) -> str:
     return f"{revision} (behind head {head}; run `warpmap db upgrade`)"
 
 
-def _upgrade(args: argparse.Namespace) -> int:
+def _migrate_and_show(args: argparse.Namespace, action: Callable[[str, str], None] | None) -> int:
+    """Run ``action(url, revision)`` if given, then print where the database stands."""
     url = database_url(args)
     try:
-        upgrade(url, args.revision)
+        if action is not None:
+            action(url, args.revision)
         print(f"{shown(url)}: {describe_revision(current_revision(url))}")
     except DatabaseError as exc:
         raise CliError(str(exc)) from exc
     return 0
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    return _migrate_and_show(args, upgrade)
 
 
 def _downgrade(args: argparse.Namespace) -> int:
-    url = database_url(args)
-    try:
-        downgrade(url, args.revision)
-        print(f"{shown(url)}: {describe_revision(current_revision(url))}")
-    except DatabaseError as exc:
-        raise CliError(str(exc)) from exc
-    return 0
+    return _migrate_and_show(args, downgrade)
 
 
 def _current(args: argparse.Namespace) -> int:
-    url = database_url(args)
-    try:
-        print(f"{shown(url)}: {describe_revision(current_revision(url))}")
-    except DatabaseError as exc:
-        raise CliError(str(exc)) from exc
-    return 0
+    return _migrate_and_show(args, None)
 
 
 def register(subparsers: Any) -> None:
