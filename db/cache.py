@@ -171,17 +171,8 @@ def to_export_record(kernel: CachedKernel) -> dict[str, Any]:
         "device": asdict(kernel.device),
         "toolchain": asdict(kernel.toolchain),
         "kernel": {
-            "schedule": dict(result.schedule),
-            "source": result.source,
+            **result.fields(),
             "binary_b64": None if result.binary is None else base64.b64encode(result.binary).decode("ascii"),
-            "entry": result.entry,
-            "grid": list(result.grid),
-            "block": list(result.block),
-            "shared_bytes": result.shared_bytes,
-            "params": [dict(p) for p in result.params],
-            "latency_us": result.latency_us,
-            "gflops": result.gflops,
-            "trials_used": result.trials_used,
         },
     }
 

@@ -107,6 +107,21 @@ class KernelResult:
             gflops=gflops,
         )
 
+    def fields(self) -> dict[str, Any]:
+        """The plain, JSON-ready fields every stored form shares (the binary excepted)."""
+        return {
+            "schedule": dict(self.schedule),
+            "source": self.source,
+            "entry": self.entry,
+            "grid": list(self.grid),
+            "block": list(self.block),
+            "shared_bytes": self.shared_bytes,
+            "params": [dict(p) for p in self.params],
+            "latency_us": self.latency_us,
+            "gflops": self.gflops,
+            "trials_used": self.trials_used,
+        }
+
     @property
     def size_bytes(self) -> int:
         documents = canonical_json({"schedule": self.schedule, "params": list(self.params)})
