@@ -6,8 +6,10 @@ The same path serves ``warpmap check`` and the tuner's correctness gate. Every o
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -129,3 +131,31 @@ def check_schedule(
         message = f"{name}: relative error {error:.3g} > {tolerance:g}"
         return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
     return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
+
+
+def check_schedules(
+    operator: Operator,
+    spec: object,
+    schedules: Sequence[Hashable],
+    *,
+    runner: Runner,
+    device: DeviceSpec,
+    jobs: int = 2,
+    on_result: Callable[[int, CheckResult], None] | None = None,
+    **options: Any,
+) -> list[CheckResult]:
+    """:func:`check_schedule` for each schedule, ``jobs`` at a time (compiles overlap), in order.
+
+    ``on_result(done, result)`` is called as each one finishes, for progress output.
+    """
+
+    def check(schedule: Hashable) -> CheckResult:
+        return check_schedule(operator, spec, schedule, runner=runner, device=device, **options)
+
+    results: list[CheckResult] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for done, result in enumerate(pool.map(check, schedules), start=1):
+            results.append(result)
+            if on_result is not None:
+                on_result(done, result)
+    return results

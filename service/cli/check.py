@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +17,7 @@ from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator, parse_spec
 from compiler.space import schedule_values
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedule
+from search.verify import CheckResult, check_schedules
 from service.cli.errors import CliError
 from service.cli.table import format_table
 
@@ -96,15 +95,11 @@ def run(args: argparse.Namespace) -> int:
           f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.device}")
     cache = DiskCache(default_cache_root() / "cubin", _CUBIN_CACHE_BYTES)
 
-    def check(schedule: Any) -> CheckResult:
-        return check_schedule(operator, spec, schedule, runner=runner, device=device, seed=args.seed,
-                              timeout_s=args.timeout, cache=cache)
+    def progress(done: int, _result: CheckResult) -> None:
+        print(f"\r  checked {done}/{len(schedules)}", end="", file=sys.stderr, flush=True)
 
-    results: list[CheckResult] = []
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for done, result in enumerate(pool.map(check, schedules), start=1):
-            results.append(result)
-            print(f"\r  checked {done}/{len(schedules)}", end="", file=sys.stderr, flush=True)
+    results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,
+                              on_result=progress, seed=args.seed, timeout_s=args.timeout, cache=cache)
     print(file=sys.stderr)
     if not results:
         print("no valid schedule to check")

@@ -1,0 +1,75 @@
+"""Wall time to verify whole level-1 spaces on the emulator: the README's table of checked spaces.
+
+Each row builds every level-1 schedule of one awkward spec, compiles it for sm_80 and sm_90, runs it
+on the CPU emulator and compares with numpy (what ``warpmap check`` does). Compiles start from an
+empty cache unless ``--warm``. Usage: ``python bench/check_spaces.py [--jobs 2] [--warm]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from compiler.backends import get_runner
+from compiler.device import device_preset
+from compiler.diskcache import DiskCache, default_cache_root
+from compiler.ops import get_operator, parse_spec
+from search.trial import TrialStatus
+from search.verify import check_schedules
+from service.cli.table import format_table
+
+SPECS: list[tuple[str, dict[str, object]]] = [
+    ("matmul f32 67x45x83, batch 3, A column-major",
+     {"op": "matmul", "m": 67, "n": 45, "k": 83, "batch": 3, "layout_a": "col"}),
+    ("matmul f16 67x45x83, batch 3, B column-major",
+     {"op": "matmul", "m": 67, "n": 45, "k": 83, "batch": 3, "dtype": "float16", "layout_b": "col"}),
+    ("matmul bf16 67x45x83, batch 3, A column-major",
+     {"op": "matmul", "m": 67, "n": 45, "k": 83, "batch": 3, "dtype": "bfloat16", "layout_a": "col"}),
+    ("conv2d f32 NCHW 2x3x17x19, 5 filters 3x3, stride 2, padding 1",
+     {"op": "conv2d", "n": 2, "c": 3, "h": 17, "w": 19, "k": 5, "r": 3, "s": 3, "stride": [2, 2],
+      "padding": [1, 1]}),
+    ("softmax f32 5x4099", {"op": "softmax", "rows": 5, "cols": 4099}),
+    ("reduce f32 mean over axis 1 of 5x37x9", {"op": "reduce", "shape": [5, 37, 9], "axis": 1, "kind": "mean"}),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--warm", action="store_true", help="reuse the user's compile caches")
+    args = parser.parse_args()
+    if not args.warm:
+        # The emulator reads its cache folder from the environment; NVRTC builds get the same fresh root.
+        os.environ["WARPMAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="warpmap-bench-")
+    cache = DiskCache(default_cache_root() / "cubin", 512 << 20)
+    runner, device = get_runner("emu"), device_preset("h200")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, caches "
+          f"{'warm' if args.warm else 'cold (' + str(Path(os.environ['WARPMAP_CACHE_DIR'])) + ')'}")
+    rows: list[list[object]] = []
+    failed = 0
+    for label, data in SPECS:
+        spec = parse_spec(data)
+        operator = get_operator(spec.op)
+        schedules = operator.space(spec, device, 1).candidates()
+        start = time.perf_counter()
+        results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,
+                                  cache=cache)
+        seconds = time.perf_counter() - start
+        counts = Counter(r.status for r in results)
+        bad = sum(n for status, n in counts.items() if status.is_failure)
+        failed += bad
+        rows.append([label, len(schedules), counts[TrialStatus.OK], bad, counts[TrialStatus.INVALID],
+                     f"{seconds:.1f} s"])
+        print(format_table(["spec", "schedules", "passed", "failed", "pruned", "wall"], rows[-1:]), flush=True)
+    print()
+    print(format_table(["spec", "schedules", "passed", "failed", "pruned", "wall"], rows))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
