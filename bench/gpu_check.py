@@ -19,7 +19,7 @@ from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import operators, parse_spec
 from compiler.toolchain import detect_gpus
 from search.trial import TrialStatus
-from search.verify import check_schedule
+from search.verify import check_schedules
 from service.cli.table import format_table
 
 #: Awkward shapes per operator: edges in every dimension, both layouts, batches.
@@ -80,15 +80,13 @@ def main() -> int:
             spec = parse_spec(data)
             space = operator.space(spec, device, args.level)
             start = time.perf_counter()
-            counts: Counter[TrialStatus] = Counter()
             schedules = space.candidates()
-            for schedule in schedules:
-                result = check_schedule(operator, spec, schedule, runner=runner, device=device, cache=cache,
-                                        archs=(device.arch,), timeout_s=20.0)
-                counts[result.status] += 1
-                if result.status.is_failure:
-                    failures.append(f"{space.template} {spec.canonical_json()} {schedule}: "
-                                    f"{result.status} {result.message}")
+            # One at a time: the GPU runner launches in this process, on one context.
+            results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=1,
+                                      cache=cache, archs=(device.arch,), timeout_s=20.0)
+            counts = Counter(result.status for result in results)
+            failures += [f"{space.template} {spec.canonical_json()} {result.schedule}: {result.status} {result.message}"
+                         for result in results if result.status.is_failure]
             rows.append([space.template, spec.canonical_json(), len(schedules), counts[TrialStatus.OK],
                          sum(n for s, n in counts.items() if s.is_failure), counts[TrialStatus.INVALID],
                          round(time.perf_counter() - start, 1)])
