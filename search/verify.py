@@ -6,10 +6,10 @@ The same path serves ``warpmap check`` and the tuner's correctness gate. Every o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -70,33 +70,95 @@ def compile_checked(
     return None, usage, ""
 
 
-def arguments(
-    operator: Operator, spec: object, kernel: KernelSource, seed: int
-) -> tuple[list[np.ndarray | int | float], dict[str, np.ndarray]]:
-    """Random inputs and NaN-poisoned outputs in the kernel's parameter order, plus the outputs by name."""
-    inputs = operator.inputs(spec, np.random.default_rng(seed))
-    outputs = {out.name: poisoned(out.shape, out.dtype) for out in operator.outputs(spec)}
-    args: list[np.ndarray | int | float] = []
-    for param in kernel.params:
-        if param.name in inputs:
-            args.append(inputs[param.name])
-        elif param.name in outputs:
-            args.append(outputs[param.name])
-        else:
-            raise ValueError(f"{kernel.entry}: parameter {param.name!r} is neither an input nor an output")
-    return args, outputs
+class Oracle:
+    """The random inputs of one (operator, spec, seed) and numpy's outputs for them, both made once.
+
+    Every schedule of a workload runs on the same inputs, so the float64 reference (for a large matmul,
+    slower than the emulated kernel) is paid once per check, not once per schedule. Each run gets its
+    own copy of the inputs: a kernel that scribbles on one cannot change what the next schedule sees.
+    """
+
+    def __init__(self, operator: Operator, spec: object, seed: int = 0) -> None:
+        self.operator, self.spec, self.seed = operator, spec, seed
+
+    @functools.cached_property
+    def inputs(self) -> dict[str, np.ndarray]:
+        return self.operator.inputs(self.spec, np.random.default_rng(self.seed))
+
+    @functools.cached_property
+    def expected(self) -> dict[str, np.ndarray]:
+        return self.operator.reference(self.spec, self.inputs)
+
+    def arguments(self, kernel: KernelSource) -> tuple[list[np.ndarray | int | float], dict[str, np.ndarray]]:
+        """Fresh copies of the inputs and NaN-poisoned outputs in the kernel's parameter order, plus the
+        outputs by name."""
+        outputs = {out.name: poisoned(out.shape, out.dtype) for out in self.operator.outputs(self.spec)}
+        args: list[np.ndarray | int | float] = []
+        for param in kernel.params:
+            if param.name in self.inputs:
+                args.append(self.inputs[param.name].copy())
+            elif param.name in outputs:
+                args.append(outputs[param.name])
+            else:
+                raise ValueError(f"{kernel.entry}: parameter {param.name!r} is neither an input nor an output")
+        return args, outputs
+
+    def worst_error(self, outputs: dict[str, np.ndarray]) -> tuple[float, str]:
+        """The largest relative error over the outputs, and that output's name."""
+        worst, worst_name = 0.0, ""
+        for out in self.operator.outputs(self.spec):
+            got = from_storage(outputs[out.name], out.dtype).reshape(out.shape)
+            error = relative_error(got, self.expected[out.name])
+            if error >= worst:
+                worst, worst_name = error, out.name
+        return worst, worst_name
+
+    def tolerance(self, name: str) -> float:
+        """The relative error allowed in output ``name`` (by its dtype)."""
+        return TOLERANCE[next(o.dtype for o in self.operator.outputs(self.spec) if o.name == name)]
 
 
-def worst_error(operator: Operator, spec: object, args: Sequence[object], kernel: KernelSource,
-                outputs: dict[str, np.ndarray]) -> tuple[float, str]:
-    inputs = {p.name: a for p, a in zip(kernel.params, args, strict=True) if p.name not in outputs}
-    reference = operator.reference(spec, inputs)
-    worst, worst_name = 0.0, ""
-    for out in operator.outputs(spec):
-        error = relative_error(from_storage(outputs[out.name], out.dtype).reshape(out.shape), reference[out.name])
-        if error >= worst:
-            worst, worst_name = error, out.name
-    return worst, worst_name
+@dataclass(frozen=True)
+class _Compiled:
+    """A schedule that built and compiled within the device's limits, ready to run."""
+
+    schedule: Hashable
+    kernel: KernelSource
+    usage: dict[str, ResourceUsage]
+
+
+def _compile(operator: Operator, spec: object, schedule: Hashable, runner: Runner, device: DeviceSpec,
+             archs: Sequence[str], cache: DiskCache | None) -> CheckResult | _Compiled:
+    """Build, compile for every arch and let the runner prepare: everything before the launch."""
+    try:
+        kernel = operator.build(spec, schedule)
+    except ValueError as exc:
+        return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
+    status, usage, message = compile_checked(kernel, device, archs, cache)
+    if status is not None:
+        return CheckResult(schedule, status, usage=usage, message=message, kernel=kernel)
+    try:
+        runner.prepare(kernel)
+    except KernelRunError as exc:
+        return CheckResult(schedule, TrialStatus.COMPILE_ERROR, usage=usage, message=str(exc), kernel=kernel)
+    return _Compiled(schedule, kernel, usage)
+
+
+def _run(compiled: _Compiled, oracle: Oracle, runner: Runner, timeout_s: float) -> CheckResult:
+    schedule, kernel, usage = compiled.schedule, compiled.kernel, compiled.usage
+    args, outputs = oracle.arguments(kernel)
+    try:
+        runner.run(kernel, args, timeout_s=timeout_s)
+    except KernelTimeoutError as exc:
+        return CheckResult(schedule, TrialStatus.TIMEOUT, usage=usage, message=str(exc), kernel=kernel)
+    except KernelRunError as exc:
+        return CheckResult(schedule, TrialStatus.LAUNCH_ERROR, usage=usage, message=str(exc), kernel=kernel)
+    error, name = oracle.worst_error(outputs)
+    tolerance = oracle.tolerance(name) if name else 0.0
+    if not error <= tolerance:
+        message = f"{name}: relative error {error:.3g} > {tolerance:g}"
+        return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
+    return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
 
 
 def check_schedule(
@@ -111,26 +173,10 @@ def check_schedule(
     timeout_s: float = 60.0,
     cache: DiskCache | None = None,
 ) -> CheckResult:
-    try:
-        kernel = operator.build(spec, schedule)
-    except ValueError as exc:
-        return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
-    status, usage, message = compile_checked(kernel, device, archs, cache)
-    if status is not None:
-        return CheckResult(schedule, status, usage=usage, message=message, kernel=kernel)
-    args, outputs = arguments(operator, spec, kernel, seed)
-    try:
-        runner.run(kernel, args, timeout_s=timeout_s)
-    except KernelTimeoutError as exc:
-        return CheckResult(schedule, TrialStatus.TIMEOUT, usage=usage, message=str(exc), kernel=kernel)
-    except KernelRunError as exc:
-        return CheckResult(schedule, TrialStatus.LAUNCH_ERROR, usage=usage, message=str(exc), kernel=kernel)
-    error, name = worst_error(operator, spec, args, kernel, outputs)
-    tolerance = TOLERANCE[next(o.dtype for o in operator.outputs(spec) if o.name == name)] if name else 0.0
-    if not error <= tolerance:
-        message = f"{name}: relative error {error:.3g} > {tolerance:g}"
-        return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
-    return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
+    compiled = _compile(operator, spec, schedule, runner, device, archs, cache)
+    if isinstance(compiled, CheckResult):
+        return compiled
+    return _run(compiled, Oracle(operator, spec, seed), runner, timeout_s)
 
 
 def check_schedules(
@@ -140,21 +186,34 @@ def check_schedules(
     *,
     runner: Runner,
     device: DeviceSpec,
+    archs: Sequence[str] = DEFAULT_ARCHS,
+    seed: int = 0,
+    timeout_s: float = 60.0,
+    cache: DiskCache | None = None,
     jobs: int = 2,
     on_result: Callable[[int, CheckResult], None] | None = None,
-    **options: Any,
 ) -> list[CheckResult]:
-    """:func:`check_schedule` for each schedule, ``jobs`` at a time (compiles overlap), in order.
+    """:func:`check_schedule` for each schedule, in order, against one :class:`Oracle`.
+
+    Builds and compiles run ``jobs`` at a time in threads; launches and comparisons run one at a time
+    in the calling thread, while later schedules compile. Keeping them there is a correctness rule, not
+    a convenience: a launch forks, and a fork in one thread while another runs a multithreaded
+    OpenBLAS call (the reference, a norm) silently corrupts that call's result, because OpenBLAS's
+    fork handler stops its worker threads mid-computation.
 
     ``on_result(done, result)`` is called as each one finishes, for progress output.
     """
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    oracle = Oracle(operator, spec, seed)
 
-    def check(schedule: Hashable) -> CheckResult:
-        return check_schedule(operator, spec, schedule, runner=runner, device=device, **options)
+    def compile_one(schedule: Hashable) -> CheckResult | _Compiled:
+        return _compile(operator, spec, schedule, runner, device, archs, cache)
 
     results: list[CheckResult] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for done, result in enumerate(pool.map(check, schedules), start=1):
+        for done, compiled in enumerate(pool.map(compile_one, schedules), start=1):
+            result = compiled if isinstance(compiled, CheckResult) else _run(compiled, oracle, runner, timeout_s)
             results.append(result)
             if on_result is not None:
                 on_result(done, result)

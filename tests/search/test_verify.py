@@ -1,7 +1,8 @@
 """The verification harness on a tiny operator whose kernels are right, wrong, broken or hanging."""
 
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -15,14 +16,14 @@ from compiler.mapping import spatial
 from compiler.ops.base import TensorSpec
 from compiler.source import KernelSource
 from search.trial import TrialStatus
-from search.verify import check_schedule, resource_problem
+from search.verify import check_schedule, check_schedules, resource_problem
 
 N = 1000
 
 
 @dataclass(frozen=True)
 class Flavour:
-    kind: str  # "right", "off_by_one", "partial", "hang", "oob", "syntax"
+    kind: str  # "right", "off_by_one", "partial", "hang", "oob", "syntax", "scribble"
 
 
 class Scale:
@@ -30,9 +31,12 @@ class Scale:
 
     name = "scale"
 
+    def __init__(self) -> None:
+        self.references = 0
+
     def build(self, spec: object, schedule: Flavour) -> KernelSource:
         with kernel("scale", block=128, grid=-(-N // 128)) as k:
-            x = k.tensor("x", f32, (N,), const=True)
+            x = k.tensor("x", f32, (N,), const=schedule.kind != "scribble")
             y = k.tensor("y", f32, (N,))
             for (i,) in spatial(128).on(threadIdx.x):
                 index = blockIdx.x * 128 + i
@@ -40,6 +44,8 @@ class Scale:
                 with if_(index < limit):
                     factor = 2.0001 if schedule.kind == "off_by_one" else 2.0
                     y[index] = x[index] * factor
+                    if schedule.kind == "scribble":  # a right output, then its input overwritten
+                        x[index] = 0.0
                 if schedule.kind == "hang":
                     with while_(index >= 0):
                         y[index] = x[index]
@@ -56,6 +62,7 @@ class Scale:
         return (TensorSpec("y", (N,), "float32"),)
 
     def reference(self, spec: object, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.references += 1
         return {"y": inputs["x"].astype(np.float64) * 2.0}
 
 
@@ -106,3 +113,52 @@ def test_dynamic_shared_memory_counts_against_the_opt_in_limit():
         "shared memory 234096 B > 232448 B"
     )
     assert resource_problem(kernel, ResourceUsage(registers=32), device_preset("h200")) is None
+
+
+@dataclass
+class RecordingRunner:
+    """The emulator, noting which thread prepared and which launched each kernel."""
+
+    name: str = "recording"
+    prepared_in: set[int] = field(default_factory=set)
+    launched_in: set[int] = field(default_factory=set)
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def prepare(self, kernel: KernelSource) -> None:
+        self.prepared_in.add(threading.get_ident())
+        get_runner("emu").prepare(kernel)
+
+    def run(self, kernel: KernelSource, args, *, timeout_s: float) -> None:
+        self.launched_in.add(threading.get_ident())
+        get_runner("emu").run(kernel, args, timeout_s=timeout_s)
+
+
+def test_check_schedules_compiles_in_workers_but_launches_in_the_calling_thread():
+    # A launch forks; a fork while another thread runs a multithreaded OpenBLAS call corrupts that call.
+    runner = RecordingRunner()
+    operator = Scale()
+    kinds = ["right", "off_by_one", "right", "syntax", "partial"]
+    done: list[int] = []
+    results = check_schedules(operator, None, [Flavour(k) for k in kinds], runner=runner,
+                              device=device_preset("h200"), jobs=2, on_result=lambda n, _: done.append(n))
+    assert [r.status for r in results] == [TrialStatus.OK, TrialStatus.WRONG_RESULT, TrialStatus.OK,
+                                           TrialStatus.COMPILE_ERROR, TrialStatus.WRONG_RESULT]
+    assert [r.schedule.kind for r in results] == kinds
+    assert done == [1, 2, 3, 4, 5]
+    assert runner.launched_in == {threading.get_ident()}
+    assert threading.get_ident() not in runner.prepared_in
+    assert operator.references == 1  # one oracle for every schedule
+
+
+def test_each_schedule_gets_its_own_copy_of_the_inputs():
+    results = check_schedules(Scale(), None, [Flavour("scribble"), Flavour("right")], runner=get_runner("emu"),
+                              device=device_preset("h200"))
+    assert [r.status for r in results] == [TrialStatus.OK, TrialStatus.OK], [r.message for r in results]
+
+
+def test_check_schedules_needs_at_least_one_job():
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        check_schedules(Scale(), None, [Flavour("right")], runner=get_runner("emu"), device=device_preset("h200"),
+                        jobs=0)

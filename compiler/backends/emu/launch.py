@@ -11,6 +11,12 @@ With ``check_bounds`` each argument's data ends exactly where an inaccessible gu
 (data sizes are rounded up to 16 bytes, so an overrun by less than that is not seen), with another
 guard region below its first page; a hit is reported as :class:`OutOfBoundsError` naming the parameter
 and element.
+
+Threads: launches may run from several threads at once, but not beside a multithreaded BLAS call in
+another thread. ``fork`` runs OpenBLAS's fork handler, which stops OpenBLAS's worker threads even in
+the middle of another thread's computation, whose result is then silently wrong (a matmul reference, a
+``np.linalg.norm``). :func:`search.verify.check_schedules` therefore launches and compares in one
+thread, and :func:`compiler.numeric.relative_error` avoids BLAS altogether.
 """
 
 from __future__ import annotations

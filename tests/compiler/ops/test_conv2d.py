@@ -4,7 +4,6 @@ wide loads where the im2col view allows them, dilation, random specs, and ``warp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from compiler.ops.conv2d_spec import Conv2dSpec
 from compiler.ops.gemm_mma import MmaSchedule
 from compiler.ops.matmul_simt import SimtSchedule
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedule
+from search.verify import CheckResult, check_schedules
 from service.cli import main
 
 H200 = DEVICES["h200"]
@@ -30,11 +29,7 @@ AWKWARD: dict[str, Any] = {"n": 2, "c": 3, "h": 17, "w": 19, "k": 5, "r": 3, "s"
 
 
 def check_all(spec: Conv2dSpec, schedules: Sequence[Any]) -> list[CheckResult]:
-    def one(schedule: Any) -> CheckResult:
-        return check_schedule(OPERATOR, spec, schedule, runner=RUNNER, device=H200, seed=5)
-
-    with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(one, schedules))
+    return check_schedules(OPERATOR, spec, schedules, runner=RUNNER, device=H200, seed=5)
 
 
 def assert_all_pass(spec: Conv2dSpec, results: list[CheckResult]) -> None:

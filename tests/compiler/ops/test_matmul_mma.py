@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -18,18 +17,14 @@ from compiler.ops.matmul import OPERATOR
 from compiler.ops.matmul_mma import build, copy_width, space
 from compiler.ops.matmul_spec import MatmulSpec, matmul_inputs, matmul_reference
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedule
+from search.verify import CheckResult, check_schedules
 
 H200 = DEVICES["h200"]
 RUNNER = get_runner("emu")
 
 
 def check_all(spec: MatmulSpec, schedules: Sequence[MmaSchedule]) -> list[CheckResult]:
-    def one(schedule: MmaSchedule) -> CheckResult:
-        return check_schedule(OPERATOR, spec, schedule, runner=RUNNER, device=H200, seed=7)
-
-    with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(one, schedules))
+    return check_schedules(OPERATOR, spec, schedules, runner=RUNNER, device=H200, seed=7)
 
 
 def assert_none_fail(results: list[CheckResult]) -> None:

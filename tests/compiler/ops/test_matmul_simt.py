@@ -18,7 +18,7 @@ from compiler.ops.matmul import OPERATOR
 from compiler.ops.matmul_simt import SimtSchedule, build, operand_vectors, space
 from compiler.ops.matmul_spec import MatmulSpec
 from search.trial import TrialStatus
-from search.verify import CheckResult, arguments, check_schedule, worst_error
+from search.verify import CheckResult, Oracle, check_schedule
 
 H200 = DEVICES["h200"]
 AWKWARD = {"m": 67, "n": 45, "k": 83, "batch": 3}
@@ -84,9 +84,10 @@ def test_vector_loads_at_aligned_ragged_shapes(layout_a: str, layout_b: str) -> 
 def test_double_buffering_is_race_free(layout_a: str, schedule: SimtSchedule) -> None:
     spec = MatmulSpec(**ALIGNED, layout_a=layout_a)
     kernel = build(spec, schedule)
-    args, outputs = arguments(OPERATOR, spec, kernel, seed=3)
+    oracle = Oracle(OPERATOR, spec, seed=3)
+    args, outputs = oracle.arguments(kernel)
     emu.run(kernel, args, detect_races=True)  # raises SharedMemoryRaceError on a missing barrier
-    error, _ = worst_error(OPERATOR, spec, args, kernel, outputs)
+    error, _ = oracle.worst_error(outputs)
     assert error <= 1e-5
 
 
