@@ -51,22 +51,15 @@ def _example_matmul(size: int) -> KernelSource | None:
     return module.efficient_matmul_source(size, size, size)
 
 
-def _children_cpu_s() -> float:
-    """CPU seconds of reaped child processes (launch children, compilers): unlike wall time, it does
-    not grow when other work shares the cores."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _median_launch(
     binary: emu.EmuBinary, args: list[object], cfg: emu.EmuConfig, repeats: int
 ) -> tuple[float, float, float]:
-    """Median kernel seconds (in the child), launch wall seconds, and child CPU seconds per launch."""
+    """Median kernel seconds (in the child), launch wall seconds, and the child's CPU seconds: unlike
+    wall time, CPU time does not grow when other work shares the cores."""
     kernel, wall, cpu = [], [], []
     for _ in range(repeats):
-        before = _children_cpu_s()
         stats = emu.launch(binary, args, config=cfg)  # type: ignore[arg-type]
-        cpu.append(_children_cpu_s() - before)
+        cpu.append(stats.cpu_s)
         kernel.append(stats.kernel_s)
         wall.append(stats.wall_s)
     return statistics.median(kernel), statistics.median(wall), statistics.median(cpu)
@@ -89,21 +82,29 @@ def schedules(count: int) -> list[dict[str, int]]:
     return found[:count]
 
 
-def verify_schedules(count: int, size: int, cfg: emu.EmuConfig, rng: np.random.Generator) -> float:
-    """Wall seconds to compile, run and check ``count`` distinct matmul sources; compiles overlap runs."""
+def _compilers_cpu_s() -> float:
+    """CPU seconds of this process's reaped children: the host compilers (launches are the server's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def verify_schedules(count: int, size: int, cfg: emu.EmuConfig, rng: np.random.Generator) -> tuple[float, float]:
+    """Wall seconds to compile, run and check ``count`` distinct matmul sources (compiles overlap runs),
+    and the CPU seconds of the compilers and launches."""
     a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
     want = a.astype(np.float64) @ b
 
-    def verify(tiles: dict[str, int]) -> None:
+    def verify(tiles: dict[str, int]) -> float:
         c = np.full((size, size), np.nan, np.float32)
-        emu.run(tiled_matmul(size, size, size, **tiles), [a, b, c, size, size, size], config=cfg)
+        stats = emu.run(tiled_matmul(size, size, size, **tiles), [a, b, c, size, size, size], config=cfg)
         if not np.allclose(c, want, rtol=1e-4, atol=1e-4):
             raise AssertionError(f"schedule {tiles} gave a wrong result")
+        return stats.cpu_s
 
-    start = time.perf_counter()
+    start, compilers = time.perf_counter(), _compilers_cpu_s()
     with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
-        list(pool.map(verify, schedules(count)))
-    return time.perf_counter() - start
+        launches = sum(pool.map(verify, schedules(count)))
+    return time.perf_counter() - start, _compilers_cpu_s() - compilers + launches
 
 
 def main() -> None:
@@ -164,9 +165,7 @@ def main() -> None:
 
         cold = emu.EmuConfig(cache_dir=Path(tmp) / "cold", workers=opts.workers)
         emu.compile_kernel(axpy, config=cold)  # builds the runtime library once, as any first use does
-        before = _children_cpu_s()
-        wall = verify_schedules(30, 128, cold, rng)
-        cpu = _children_cpu_s() - before
+        wall, cpu = verify_schedules(30, 128, cold, rng)
         rows.append(("verify 30 schedules of 128^3 incl. compiles", f"{wall:.2f} s", f"{cpu:.2f} s"))
 
     load = os.getloadavg()[0]

@@ -70,10 +70,7 @@ def relative_error(output: np.ndarray, reference: np.ndarray) -> float:
 
 
 def l2_norm(values: np.ndarray) -> float:
-    """The Euclidean norm, scaled so that squaring cannot overflow.
-
-    Plain numpy on purpose: ``np.linalg.norm`` is a BLAS call, and a multithreaded OpenBLAS call can be
-    corrupted by a ``fork`` in another thread (an emulator launch).
+    """The Euclidean norm, scaled so that squaring cannot overflow (``np.linalg.norm`` squares as is).
 
     >>> l2_norm(np.array([3.0, -4.0]) * 2.0**600) == 5.0 * 2.0**600  # np.linalg.norm overflows to inf
     True

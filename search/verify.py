@@ -196,10 +196,8 @@ def check_schedules(
     """:func:`check_schedule` for each schedule, in order, against one :class:`Oracle`.
 
     Builds and compiles run ``jobs`` at a time in threads; launches and comparisons run one at a time
-    in the calling thread, while later schedules compile. Keeping them there is a correctness rule, not
-    a convenience: a launch forks, and a fork in one thread while another runs a multithreaded
-    OpenBLAS call (the reference, a norm) silently corrupts that call's result, because OpenBLAS's
-    fork handler stops its worker threads mid-computation.
+    in the calling thread while later schedules compile: a launch already uses every core (emulator)
+    or the whole device (GPU), and a GPU launch must not share the device with another one.
 
     ``on_result(done, result)`` is called as each one finishes, for progress output.
     """

@@ -136,7 +136,6 @@ class RecordingRunner:
 
 
 def test_check_schedules_compiles_in_workers_but_launches_in_the_calling_thread():
-    # A launch forks; a fork while another thread runs a multithreaded OpenBLAS call corrupts that call.
     runner = RecordingRunner()
     operator = Scale()
     kinds = ["right", "off_by_one", "right", "syntax", "partial"]

@@ -21,9 +21,11 @@ How it works:
   wholly on one OS thread (its static ``__shared__`` arrays are that thread's TLS); blocks are spread
   over ``EmuConfig.workers`` OS threads. ``__syncthreads`` and warp-level operations are rendezvous
   between fibers; warp collectives (shuffles, mma, ldmatrix) gather all lanes' operands first.
-- **Launch** (``launch.py``): one ``fork`` per launch; arguments live in memory shared with the child,
-  each between inaccessible guard pages, so a crash, overrun or hang ends only the child and comes
-  back as an :class:`EmulationError` subclass with kernel, block and thread in its message.
+- **Launch** (``launch.py``): a small launch server (the runtime, an executable; one per process)
+  forks one child per launch, so this interpreter never forks and launches may come from any thread;
+  arguments live in a memory file shared with the child, each between inaccessible guard pages, so a
+  crash, overrun or hang ends only the child and comes back as an :class:`EmulationError` subclass
+  with kernel, block and thread in its message.
 - **Races** (opt-in, ``detect_races``): the kernel is rebuilt with GCC's call-mode address
   instrumentation, and every shared-memory access is checked against the accesses since the last
   barrier.

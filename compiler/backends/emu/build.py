@@ -74,7 +74,8 @@ _RACE_FLAGS = (
     "--param",
     "asan-globals=0",
 )
-_RUNTIME_FLAGS = ("-O2", "-fPIC", "-shared", "-D_GNU_SOURCE")
+#: The runtime is the launch server, an executable whose symbols kernel libraries bind to (-rdynamic).
+_RUNTIME_FLAGS = ("-O2", "-D_GNU_SOURCE", "-rdynamic")
 
 
 @functools.cache
@@ -111,7 +112,7 @@ class EmuConfig:
     stack_bytes: int = 64 << 10
     compile_timeout_s: float = 120.0
     #: Use the ucontext fiber switch even on x86-64 (it is the only one elsewhere); about ten times
-    #: slower per switch. A process loads one runtime: do not mix both kinds in one process.
+    #: slower per switch. Each kind has its own launch server, so both may be used in one process.
     portable_fibers: bool = False
 
     def __post_init__(self) -> None:
@@ -197,7 +198,7 @@ def _compile(
 ) -> bytes:
     with tempfile.TemporaryDirectory(prefix="wm-emu-") as tmp:
         src = Path(tmp) / f"{kernel_name}{suffix}"
-        out = Path(tmp) / "out.so"
+        out = Path(tmp) / "out"
         src.write_text(source)
         try:
             proc = subprocess.run(
@@ -228,24 +229,26 @@ def runtime_key(config: EmuConfig) -> str:
 
 
 def build_runtime(config: EmuConfig) -> Path:
-    """The emulator runtime library (built once per toolchain digest and cached)."""
+    """The emulator runtime: the launch server executable (built once per toolchain digest and cached)."""
     flags = _runtime_flags(config)
     key = runtime_key(config)
     cache = config.cache
     found = cache.path(key)
-    if found is not None:
-        return found
-    sources = sorted(RUNTIME_DIR.glob("*.c"))
-    unity = "".join(f'#include "{s}"\n' for s in sources)
-    data = _compile(
-        [config.cc, *flags, "-x", "c"],
-        unity,
-        ".c",
-        "wm_runtime",
-        config.compile_timeout_s,
-        ("-ldl", "-lpthread"),
-    )
-    return cache.put(key, data)
+    if found is None:
+        sources = sorted(RUNTIME_DIR.glob("*.c"))
+        unity = "".join(f'#include "{s}"\n' for s in sources)
+        data = _compile(
+            [config.cc, *flags, "-x", "c"],
+            unity,
+            ".c",
+            "wm_runtime",
+            config.compile_timeout_s,
+            ("-ldl", "-lpthread"),
+        )
+        found = cache.put(key, data)
+    if not os.access(found, os.X_OK):
+        found.chmod(0o755)
+    return found
 
 
 def compile_flags(config: EmuConfig, *, detect_races: bool) -> tuple[str, ...]:

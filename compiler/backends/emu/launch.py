@@ -1,22 +1,16 @@
-"""Launch a compiled kernel in a forked child process and bring its outputs back.
+"""Launch a compiled kernel in a child of the launch server and bring its outputs back.
 
-Process model: the runtime library is loaded once into this process; each launch lays the arguments
-out in an anonymous shared mapping, and the runtime forks. The child loads the kernel, runs all
-blocks on ``workers`` OS threads and exits; this process waits on the child's pidfd with the time
-limit, kills it when the limit passes, and copies the arguments back from the shared mapping. A
-crash, a hang or a fiber stack overflow therefore costs one child, never this interpreter, and a
-launch costs one fork (about a millisecond) instead of a process start.
+Each launch lays the arguments out in a shared memory file (status page, launch description,
+arguments), hands it with the kernel library to this process's launch server (``server.py``), which
+forks a child, and waits with the time limit, killing the child when the limit passes. The child maps
+the file, loads the kernel, runs all blocks on ``workers`` OS threads and exits; this process copies
+the arguments back. A crash, a hang or a fiber stack overflow therefore costs one child, never this
+interpreter, and launches may come from several threads at once.
 
 With ``check_bounds`` each argument's data ends exactly where an inaccessible guard region starts
 (data sizes are rounded up to 16 bytes, so an overrun by less than that is not seen), with another
 guard region below its first page; a hit is reported as :class:`OutOfBoundsError` naming the parameter
 and element.
-
-Threads: launches may run from several threads at once, but not beside a multithreaded BLAS call in
-another thread. ``fork`` runs OpenBLAS's fork handler, which stops OpenBLAS's worker threads even in
-the middle of another thread's computation, whose result is then silently wrong (a matmul reference, a
-``np.linalg.norm``). :func:`search.verify.check_schedules` therefore launches and compares in one
-thread, and :func:`compiler.numeric.relative_error` avoids BLAS altogether.
 """
 
 from __future__ import annotations
@@ -24,9 +18,8 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import select
 import signal
-import threading
+import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,20 +30,20 @@ from compiler.numeric import STORAGE_DTYPES
 from compiler.source import KernelSource, Param
 
 from . import errors
-from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, build_runtime, compile_kernel, runtime_key
+from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, compile_kernel
+from .server import SERVERS
 from .symbols import describe_shared_locations
 
 MAX_THREADS_PER_BLOCK = 1024
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
 _STATUS_BYTES = _PAGE
+_DESC_OFFSET = 4096  # WM_DESC_OFFSET in wm_internal.h
+_REQUEST_MAGIC = 0x776D3031  # WM_REQUEST_MAGIC
+_MAX_WORKERS = 256  # the child's clamp
 
 #: Element dtypes of pointer arguments; bfloat16 travels as uint16 bit patterns.
 NUMPY_DTYPES = STORAGE_DTYPES
-
-#: Runtime libraries loaded into this process, by build (see ``_runtime``).
-_RUNTIMES: dict[str, ctypes.CDLL] = {}
-_RUNTIMES_LOCK = threading.Lock()
 
 _ERRORS: dict[int, type[errors.EmulationError]] = {
     1: errors.EmulationLoadError,
@@ -69,54 +62,61 @@ class _Status(ctypes.Structure):
         ("code", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
         ("elapsed_s", ctypes.c_double),
+        ("cpu_s", ctypes.c_double),
         ("message", ctypes.c_char * 2048),
     )
 
 
+# Mirrors of wm_buffer and wm_launch_desc (wm_internal.h) as written into the shared file: every
+# pointer is an offset from the file's start, which the child turns into an address.
 class _Buffer(ctypes.Structure):
     _fields_ = (
-        ("data", ctypes.c_void_p),
+        ("data", ctypes.c_uint64),
         ("nbytes", ctypes.c_uint64),
         ("alloc_bytes", ctypes.c_uint64),
         ("elem_bytes", ctypes.c_uint64),
-        ("guard_lo", ctypes.c_void_p),
-        ("guard_hi", ctypes.c_void_p),
+        ("guard_lo", ctypes.c_uint64),
+        ("guard_hi", ctypes.c_uint64),
         ("guard_bytes", ctypes.c_uint64),
-        ("name", ctypes.c_char_p),
-        ("dtype", ctypes.c_char_p),
+        ("name", ctypes.c_uint64),
+        ("dtype", ctypes.c_uint64),
     )
 
 
 class _Desc(ctypes.Structure):
     _fields_ = (
-        ("so_path", ctypes.c_char_p),
-        ("entry_symbol", ctypes.c_char_p),
-        ("kernel_name", ctypes.c_char_p),
+        ("so_path", ctypes.c_uint64),
+        ("entry_symbol", ctypes.c_uint64),
+        ("kernel_name", ctypes.c_uint64),
         ("grid", ctypes.c_uint32 * 3),
         ("block", ctypes.c_uint32 * 3),
         ("dyn_shared", ctypes.c_uint64),
-        ("argv", ctypes.POINTER(ctypes.c_void_p)),
+        ("argv", ctypes.c_uint64),
+        ("nargs", ctypes.c_int32),
         ("nbufs", ctypes.c_int32),
+        ("bufs", ctypes.c_uint64),
         ("check_bounds", ctypes.c_int32),
-        ("bufs", ctypes.POINTER(_Buffer)),
         ("workers", ctypes.c_int32),
         ("detect_races", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
         ("stack_bytes", ctypes.c_uint64),
-        ("status", ctypes.c_void_p),
+        ("status", ctypes.c_uint64),
     )
 
 
 @dataclass(frozen=True)
 class LaunchStats:
-    """``kernel_s``: time the child spent running blocks; ``wall_s``: the whole launch, fork included."""
+    """``kernel_s``: time the child spent running blocks; ``cpu_s``: the child's CPU time (all its
+    threads); ``wall_s``: the whole launch, as seen here."""
 
     kernel_s: float
     wall_s: float
+    cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class _Slot:
-    """Where one pointer argument lives inside the shared mapping (offsets from its start)."""
+    """Where one pointer argument lives inside the shared file (offsets from its start)."""
 
     data: int
     nbytes: int
@@ -125,9 +125,9 @@ class _Slot:
     guard_hi: int
 
 
-class _SharedRegion:
-    """Anonymous memory shared with forked children, mapped and unmapped explicitly so that numpy views
-    into it never pin it (a Python ``mmap`` refuses to close while views exist)."""
+class _SharedFile:
+    """A memory file shared with the launch child, mapped here and unmapped explicitly so that numpy
+    views into it never pin it (a Python ``mmap`` refuses to close while views exist)."""
 
     _libc = ctypes.CDLL(None, use_errno=True)
     _libc.mmap.restype = ctypes.c_void_p
@@ -142,11 +142,15 @@ class _SharedRegion:
     _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 
     def __init__(self, nbytes: int) -> None:
-        addr = self._libc.mmap(
-            None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS, -1, 0
-        )
-        if addr in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), f"cannot map {nbytes} bytes of shared memory")
+        self.fd = os.memfd_create("warpmap-launch", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, nbytes)
+            addr = self._libc.mmap(None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, self.fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), f"cannot map {nbytes} bytes of shared memory")
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.address: int = addr
         self.nbytes = nbytes
 
@@ -154,33 +158,20 @@ class _SharedRegion:
         raw = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(self.address + offset)
         return np.frombuffer(raw, dtype=dtype, count=count)
 
+    def write(self, offset: int, data: bytes) -> None:
+        ctypes.memmove(self.address + offset, data, len(data))
+
     def close(self) -> None:
         self._libc.munmap(self.address, self.nbytes)
-
-
-def _runtime(config: EmuConfig) -> ctypes.CDLL:
-    """The runtime library, loaded once per process and runtime build, whatever the cache folder.
-
-    A second copy of the same build must never be loaded: kernel libraries bind (RTLD_GLOBAL) to the
-    first copy's symbols, while the second copy would keep its own guard-page registry, so a bounds
-    fault would reach no handler that knows the guards.
-    """
-    key = runtime_key(config)
-    with _RUNTIMES_LOCK:
-        if key not in _RUNTIMES:
-            lib = ctypes.CDLL(str(build_runtime(config)), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
-            lib.wm_launch_fork.restype = ctypes.c_long
-            lib.wm_launch_fork.argtypes = (ctypes.POINTER(_Desc),)
-            _RUNTIMES[key] = lib
-        return _RUNTIMES[key]
+        os.close(self.fd)
 
 
 def _round_up(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
-def _layout(sizes: Sequence[int], check_bounds: bool) -> tuple[list[_Slot], int]:
-    slots, offset = [], _STATUS_BYTES
+def _layout(sizes: Sequence[int], check_bounds: bool, start: int) -> tuple[list[_Slot], int]:
+    slots, offset = [], start
     for nbytes in sizes:
         alloc = max(16, _round_up(nbytes, 16))
         if check_bounds:
@@ -244,22 +235,36 @@ def _open_binary(binary: EmuBinary, config: EmuConfig) -> int:
         return os.open(rebuilt.path, os.O_RDONLY)
 
 
-def _wait(pid: int, timeout_s: float) -> int | None:
-    """The child's wait status, or None if it ran past ``timeout_s`` (it is then killed and reaped)."""
-    pidfd = os.pidfd_open(pid)
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout_s)
-    except BaseException:  # an interrupt must not leave the child running
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        raise
-    finally:
-        os.close(pidfd)
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return None
-    return os.waitpid(pid, 0)[1]
+class _Header:
+    """The launch description, buffer table, argument vector, scalars and strings that follow the
+    status page, as offsets from the start of the shared file."""
+
+    def __init__(self, nargs: int, nbufs: int, strings: Sequence[str]) -> None:
+        offset = _DESC_OFFSET + ctypes.sizeof(_Desc)
+        self.bufs = _round_up(offset, 8)
+        self.argv = self.bufs + nbufs * ctypes.sizeof(_Buffer)
+        self.scalars = self.argv + 8 * nargs
+        offset = self.scalars + 8 * nargs
+        self.strings: dict[str, int] = {}
+        self.blob = bytearray()
+        for text in strings:
+            if text not in self.strings:
+                self.strings[text] = offset + len(self.blob)
+                self.blob += text.encode() + b"\0"
+        self.end = _round_up(offset + len(self.blob), _PAGE)
+        self._blob_at = offset
+
+    def write_strings(self, shared: _SharedFile) -> None:
+        shared.write(self._blob_at, bytes(self.blob))
+
+
+def _request(kernel: KernelSource, config: EmuConfig) -> bytes:
+    """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map."""
+    blocks = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    workers = max(1, min(config.workers, blocks, _MAX_WORKERS))
+    stacks = workers * kernel.threads_per_block
+    return struct.pack("<IIIIQ", _REQUEST_MAGIC, ctypes.sizeof(_Desc), ctypes.sizeof(_Buffer), stacks,
+                       config.stack_bytes)
 
 
 def launch(
@@ -270,7 +275,10 @@ def launch(
     timeout_s: float = 60.0,
     check_bounds: bool = True,
 ) -> LaunchStats:
-    """Run every block of ``binary``'s kernel once; pointer arguments are updated in place."""
+    """Run every block of ``binary``'s kernel once; pointer arguments are updated in place.
+
+    Safe to call from several threads at once.
+    """
     cfg = config or EmuConfig.default()
     kernel = binary.kernel
     _check_args(kernel, args)
@@ -282,77 +290,65 @@ def launch(
             f"{kernel.entry}: block {kernel.block} has {kernel.threads_per_block} threads; "
             f"CUDA allows at most {MAX_THREADS_PER_BLOCK}",
         )
-    lib = _runtime(cfg)
     pointers = [(p, a) for p, a in zip(kernel.params, args, strict=True) if p.pointer]
-    slots, total = _layout([a.nbytes for _, a in pointers], check_bounds)  # type: ignore[union-attr]
+    header = _Header(len(kernel.params), len(pointers),
+                     [ENTRY_SYMBOL, kernel.entry, *(s for p, _ in pointers for s in (p.name, p.dtype))])
+    slots, total = _layout([a.nbytes for _, a in pointers], check_bounds, header.end)  # type: ignore[union-attr]
     start = time.perf_counter()
-    shm = _SharedRegion(total)
-    base = shm.address
+    shared = _SharedFile(total)
+    base = shared.address
     views: list[np.ndarray] = []
     try:
-        bufs = (_Buffer * max(1, len(pointers)))()
+        header.write_strings(shared)
+        bufs = (_Buffer * max(1, len(pointers))).from_address(base + header.bufs)
         for i, ((p, a), s) in enumerate(zip(pointers, slots, strict=True)):
             arr = a  # type: ignore[assignment]
-            view = shm.array(s.data, arr.dtype, arr.size)
+            view = shared.array(s.data, arr.dtype, arr.size)
             view[...] = arr.reshape(-1)
             views.append(view)
-            bufs[i] = _Buffer(
-                base + s.data,
-                s.nbytes,
-                s.alloc,
-                arr.dtype.itemsize,
-                base + s.guard_lo if check_bounds else None,
-                base + s.guard_hi if check_bounds else None,
-                _GUARD if check_bounds else 0,
-                p.name.encode(),
-                p.dtype.encode(),
-            )
-        scalars = ctypes.create_string_buffer(8 * max(1, len(kernel.params)))
-        argv = (ctypes.c_void_p * max(1, len(kernel.params)))()
-        addr_scalars = ctypes.addressof(scalars)
+            bufs[i] = _Buffer(s.data, s.nbytes, s.alloc, arr.dtype.itemsize,
+                              s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
+                              _GUARD if check_bounds else 0, header.strings[p.name], header.strings[p.dtype])
+        argv = (ctypes.c_uint64 * max(1, len(kernel.params))).from_address(base + header.argv)
         slot_iter = iter(slots)
         for i, (p, a) in enumerate(zip(kernel.params, args, strict=True)):
             if p.pointer:
-                argv[i] = base + next(slot_iter).data
+                argv[i] = next(slot_iter).data
             else:
-                ctypes.memmove(addr_scalars + 8 * i, _scalar_bytes(kernel, p, a), 8)
-                argv[i] = addr_scalars + 8 * i
-        fd = _open_binary(binary, cfg)
+                shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, a))
+                argv[i] = header.scalars + 8 * i
+        desc = _Desc.from_address(base + _DESC_OFFSET)
+        desc.entry_symbol = header.strings[ENTRY_SYMBOL]
+        desc.kernel_name = header.strings[kernel.entry]
+        desc.grid[:] = kernel.grid
+        desc.block[:] = kernel.block
+        desc.dyn_shared = kernel.shared_bytes
+        desc.argv, desc.nargs = header.argv, len(kernel.params)
+        desc.bufs, desc.nbufs = header.bufs, len(pointers)
+        desc.check_bounds = int(check_bounds)
+        desc.workers = cfg.workers
+        desc.detect_races = int(binary.detect_races)
+        desc.stack_bytes = cfg.stack_bytes
+        desc.status = 0
+        library = _open_binary(binary, cfg)
         try:
-            desc = _Desc(
-                f"/proc/self/fd/{fd}".encode(),
-                ENTRY_SYMBOL.encode(),
-                kernel.entry.encode(),
-                (ctypes.c_uint32 * 3)(*kernel.grid),
-                (ctypes.c_uint32 * 3)(*kernel.block),
-                kernel.shared_bytes,
-                argv,
-                len(pointers),
-                int(check_bounds),
-                bufs,
-                cfg.workers,
-                int(binary.detect_races),
-                cfg.stack_bytes,
-                base,
-            )
-            pid = lib.wm_launch_fork(ctypes.byref(desc))
-            if pid < 0:
-                raise errors.EmulationCrashError(
-                    kernel.entry, f"{kernel.entry}: fork failed: {os.strerror(-pid)}"
-                )
-            wait_status = _wait(pid, timeout_s)
+            running = SERVERS.start(cfg, _request(kernel, cfg), (shared.fd, library))
         finally:
-            os.close(fd)
+            os.close(library)
+        try:
+            wait_status = running.wait(timeout_s)
+        finally:
+            running.close()
         status = _Status.from_address(base)
         _raise_on_failure(binary, wait_status, status, timeout_s)
-        kernel_s = status.elapsed_s
+        kernel_s, cpu_s = status.elapsed_s, status.cpu_s
         for (_, a), view in zip(pointers, views, strict=True):
             arr = a  # type: ignore[assignment]
             if arr.flags.writeable:
                 np.copyto(arr, view.reshape(arr.shape))
     finally:
-        shm.close()
-    return LaunchStats(kernel_s=kernel_s, wall_s=time.perf_counter() - start)
+        shared.close()
+    return LaunchStats(kernel_s=kernel_s, wall_s=time.perf_counter() - start, cpu_s=cpu_s)
 
 
 def _raise_on_failure(binary: EmuBinary, wait_status: int | None, status: _Status, timeout_s: float) -> None:

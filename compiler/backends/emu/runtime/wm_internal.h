@@ -35,16 +35,18 @@ enum {
     WM_ERR_RACE = 8,
 };
 
-/* Written by the child, read by the parent: lives in memory shared across fork. */
+/* Written by the launch child, read by Python: the first page of the launch's shared region. */
 typedef struct wm_status {
     volatile int32_t code;
     int32_t reserved;
-    double elapsed_s;
+    double elapsed_s; /* running blocks, wall */
+    double cpu_s;     /* the child's CPU time, all worker threads */
     char message[2048];
 } wm_status;
 
-/* One global-memory argument as laid out by the parent: data ends at `data + alloc_bytes`, which is
- * page-aligned when guards are on, with an inaccessible guard region on either side. */
+/* One global-memory argument as laid out by Python: data ends at `data + alloc_bytes`, which is
+ * page-aligned when guards are on, with an inaccessible guard region on either side. In the shared
+ * region every pointer below is an offset from the region's start; the child relocates them. */
 typedef struct wm_buffer {
     char *data;
     uint64_t nbytes;
@@ -57,22 +59,39 @@ typedef struct wm_buffer {
     const char *dtype;
 } wm_buffer;
 
+/* A launch as Python writes it at WM_DESC_OFFSET of the shared region (mirrored in launch.py). */
 typedef struct wm_launch_desc {
-    const char *so_path;
+    const char *so_path; /* set by the child: the kernel library's received descriptor */
     const char *entry_symbol;
     const char *kernel_name;
     uint32_t grid[3];
     uint32_t block[3];
     uint64_t dyn_shared;
-    void **argv;
+    void **argv; /* nargs pointers: to each buffer's data, or to an 8-byte scalar slot */
+    int32_t nargs;
     int32_t nbufs;
-    int32_t check_bounds;
     wm_buffer *bufs;
+    int32_t check_bounds;
     int32_t workers;
     int32_t detect_races;
+    int32_t reserved;
     uint64_t stack_bytes;
     wm_status *status;
 } wm_launch_desc;
+
+#define WM_DESC_OFFSET 4096u
+
+/* What the launch server receives with each request, besides three descriptors (the shared region,
+ * the kernel library, the reply socket). The sizes guard against a Python mirror out of step. */
+typedef struct wm_request {
+    uint32_t magic;
+    uint32_t desc_bytes;
+    uint32_t buffer_bytes;
+    uint32_t stacks; /* fiber stacks the launch needs: workers x threads per block */
+    uint64_t stack_bytes;
+} wm_request;
+
+#define WM_REQUEST_MAGIC 0x776d3031u /* "wm01" */
 
 typedef struct wm_cp {
     char *dst;
@@ -143,6 +162,11 @@ void wm_run_block(wm_worker *w, uint32_t block_linear);
 const unsigned char *wm_warp_exchange(wm_worker *w, wm_fiber *f, unsigned int mask, const void *data,
                                       size_t bytes);
 void wm_cp_retire(wm_worker *w, wm_fiber *f, uint32_t keep_groups);
+
+/* Launching (wm_launch.c): the child's entry, given the shared region and the kernel library, and the
+ * fiber stack pool the server maps before each fork. */
+void wm_launch_child(int region_fd, int kernel_fd) __attribute__((noreturn));
+int wm_pool_reserve(size_t stacks, size_t stack_bytes);
 
 /* Faults (wm_launch.c): record the first one, then end the child process. */
 void wm_fail(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));

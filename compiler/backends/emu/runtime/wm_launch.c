@@ -1,8 +1,8 @@
-/* One launch = one forked child process. The parent (Python) lays out the arguments in memory shared
- * with the child, calls wm_launch_fork and waits on the child's pidfd with a time limit; the child
- * loads the kernel, runs every block on a pool of OS threads and exits. A fault anywhere (a guard
- * page hit, a fiber stack overflow, barrier divergence) is written to the shared status record and
- * ends the child at once, so the parent always gets a message and never a corrupted interpreter. */
+/* One launch = one child process of the launch server (wm_server.c). Python lays out the arguments in
+ * a shared memory file, the server forks, and the child maps the file, loads the kernel, runs every
+ * block on a pool of OS threads and exits. A fault anywhere (a guard page hit, a fiber stack overflow,
+ * barrier divergence) is written to the shared status record and ends the child at once, so Python
+ * always gets a message and never a corrupted interpreter. */
 #include "wm_internal.h"
 
 #include <dlfcn.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -24,13 +25,13 @@
 #define WM_ALTSTACK (64u * 1024u)
 
 static const wm_launch_desc *g_desc;
-/* Fiber stacks with their guard pages, mapped once in the launching process and reused by every
+/* Fiber stacks with their guard pages, mapped once in the (single-threaded) server and reused by every
  * launch: a forked child inherits the mapping and its guards (so it makes no mmap or mprotect call),
- * and because the mapping is private and never touched here, each child writes its own fresh pages,
- * so concurrent launches cannot disturb each other. */
-static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+ * and because the mapping is private and never touched by the server, each child writes its own fresh
+ * pages, so concurrent launches cannot disturb each other. */
 static char *g_pool;
 static size_t g_pool_bytes, g_pool_stride, g_pool_stacks;
+static char g_so_path[64];
 static void *g_handle;
 static uint32_t g_next_block;
 static uint32_t g_num_blocks;
@@ -207,7 +208,7 @@ static double wm_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void wm_child(const wm_launch_desc *d) {
+static __attribute__((noreturn)) void wm_child(const wm_launch_desc *d) {
     g_desc = d;
     wm_install_signals();
     for (int i = 0; d->check_bounds && i < d->nbufs; i++) {
@@ -240,11 +241,14 @@ static void wm_child(const wm_launch_desc *d) {
     wm_worker_main((void *)(uintptr_t)0);
     for (int i = 1; i < workers; i++) pthread_join(threads[i], NULL);
     d->status->elapsed_s = wm_now() - t0;
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    d->status->cpu_s = (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec;
     __atomic_store_n(&d->status->code, WM_OK, __ATOMIC_SEQ_CST);
     _exit(0);
 }
 
-static int wm_pool_reserve(size_t stacks, size_t stack_bytes) {
+int wm_pool_reserve(size_t stacks, size_t stack_bytes) {
     size_t stride = stack_bytes + WM_PAGE;
     if (g_pool && g_pool_stride == stride && g_pool_stacks >= stacks) return 0;
     if (g_pool) munmap(g_pool, g_pool_bytes);
@@ -267,25 +271,38 @@ static int wm_pool_reserve(size_t stacks, size_t stack_bytes) {
     return 0;
 }
 
-/* Returns the child's pid, or -errno if the stacks could not be mapped or fork failed. Never returns
- * in the child. */
-__attribute__((visibility("default"))) long wm_launch_fork(const wm_launch_desc *d) {
-    uint32_t nblocks = d->grid[0] * d->grid[1] * d->grid[2];
-    uint32_t workers = d->workers < 1 ? 1u : (uint32_t)d->workers;
-    if (workers > nblocks) workers = nblocks;
-    if (workers > 256) workers = 256;
-    size_t stacks = (size_t)workers * d->block[0] * d->block[1] * d->block[2];
-    pthread_mutex_lock(&g_pool_lock);
-    int err = wm_pool_reserve(stacks, d->stack_bytes);
-    if (err) {
-        pthread_mutex_unlock(&g_pool_lock);
-        return err;
+#define WM_AT(base, offset) ((void *)((base) + (uintptr_t)(offset)))
+
+/* Offsets from the region's start become addresses in this process's mapping of it. */
+static void wm_relocate(wm_launch_desc *d, char *base) {
+    d->status = (wm_status *)WM_AT(base, d->status);
+    d->entry_symbol = (const char *)WM_AT(base, d->entry_symbol);
+    d->kernel_name = (const char *)WM_AT(base, d->kernel_name);
+    d->argv = (void **)WM_AT(base, d->argv);
+    d->bufs = (wm_buffer *)WM_AT(base, d->bufs);
+    for (int i = 0; i < d->nargs; i++) d->argv[i] = WM_AT(base, d->argv[i]);
+    for (int i = 0; i < d->nbufs; i++) {
+        wm_buffer *b = &d->bufs[i];
+        b->data = (char *)WM_AT(base, b->data);
+        b->name = (const char *)WM_AT(base, b->name);
+        b->dtype = (const char *)WM_AT(base, b->dtype);
+        if (d->check_bounds) {
+            b->guard_lo = (char *)WM_AT(base, b->guard_lo);
+            b->guard_hi = (char *)WM_AT(base, b->guard_hi);
+        }
     }
-    /* Held across fork so that no other launch can unmap the pool the child is about to use. */
-    pid_t pid = fork();
-    int fork_errno = errno;
-    pthread_mutex_unlock(&g_pool_lock);
-    if (pid < 0) return -(long)fork_errno;
-    if (pid == 0) wm_child(d);
-    return (long)pid;
+}
+
+/* Exit codes before the status record is reachable; launch.py reports them as a wait status. */
+void wm_launch_child(int region_fd, int kernel_fd) {
+    struct stat st;
+    if (fstat(region_fd, &st) != 0 || (size_t)st.st_size < WM_DESC_OFFSET + sizeof(wm_launch_desc)) _exit(3);
+    char *base = (char *)mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, region_fd, 0);
+    if (base == MAP_FAILED) _exit(4);
+    close(region_fd);
+    wm_launch_desc *d = (wm_launch_desc *)(base + WM_DESC_OFFSET);
+    wm_relocate(d, base);
+    snprintf(g_so_path, sizeof g_so_path, "/proc/self/fd/%d", kernel_fd);
+    d->so_path = g_so_path;
+    wm_child(d);
 }

@@ -1,0 +1,179 @@
+"""Launches go through a launch server, so that this process never forks: from any number of threads,
+beside BLAS work, after the server died, and in a forked copy of this process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from compiler.backends import emu
+from compiler.backends.emu.server import SERVERS
+from compiler.source import KernelSource, Param
+
+SCALE = r"""
+extern "C" __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+HANG = r"""
+extern "C" __global__ void hang(float* y) {
+  volatile int spin = 1;
+  while (spin) {}
+  y[0] = 1.0f;
+}
+"""
+N = 5000
+PARAMS = (Param("x", "float32"), Param("y", "float32"), Param("n", "int32", pointer=False))
+
+
+def scale_kernel() -> KernelSource:
+    return KernelSource("scale", SCALE, (-(-N // 128), 1, 1), (128, 1, 1), PARAMS)
+
+
+def run_scale(config: emu.EmuConfig, rng: np.random.Generator) -> bool:
+    x = rng.standard_normal(N).astype(np.float32)
+    y = np.full(N, np.nan, np.float32)
+    emu.run(scale_kernel(), [x, y, N], config=config)
+    return bool(np.array_equal(y, 2.0 * x))
+
+
+def test_launches_from_several_threads_leave_blas_work_in_other_threads_intact(emu_config: emu.EmuConfig) -> None:
+    # A fork in this process would run OpenBLAS's fork handler, which stops its worker threads in the
+    # middle of whatever product another thread is computing: wrong products, or a deadlock. Daemon
+    # threads with a deadline, so that such a regression fails instead of hanging the run.
+    a = np.random.default_rng(1).standard_normal((400, 400))
+    want = a @ a
+    wrong: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for i in range(25):
+            if not run_scale(emu_config, rng):
+                wrong.append(f"thread {seed} launch {i}: wrong kernel output")
+            if not np.allclose(a @ a, want, rtol=1e-12, atol=1e-9):
+                wrong.append(f"thread {seed} product {i}: wrong BLAS result")
+
+    threads = [threading.Thread(target=work, args=(seed,), daemon=True) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "launches beside BLAS work deadlocked"
+    assert not wrong, wrong
+
+
+def test_a_dead_server_is_replaced(emu_config: emu.EmuConfig, rng: np.random.Generator) -> None:
+    assert run_scale(emu_config, rng)
+    server = SERVERS.get(emu_config)
+    server.process.kill()
+    server.process.wait()
+    assert run_scale(emu_config, rng)
+    assert SERVERS.get(emu_config) is not server
+
+
+def test_a_server_dying_mid_launch_fails_that_launch_and_kills_its_child(emu_config: emu.EmuConfig) -> None:
+    kernel = KernelSource("hang", HANG, (1, 1, 1), (32, 1, 1), (Param("y", "float32"),))
+    emu.compile_kernel(kernel, config=emu_config)
+    server = SERVERS.get(emu_config)
+    children_before = _children(server.process.pid)
+
+    def kill_server_soon() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(_children(server.process.pid)) <= len(children_before):
+            time.sleep(0.01)
+        server.process.kill()
+
+    killer = threading.Thread(target=kill_server_soon)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(emu.EmulationCrashError, match="launch server went away"):
+        emu.run(kernel, [np.zeros(1, np.float32)], config=emu_config, timeout_s=30)
+    killer.join()
+    assert time.monotonic() - started < 10
+    orphans = set(_children(server.process.pid)) - set(children_before)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in orphans):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in orphans)
+
+
+def test_a_forked_copy_of_this_process_gets_its_own_server(emu_config: emu.EmuConfig) -> None:
+    parent_server = SERVERS.get(emu_config)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports through the pipe and never returns into pytest
+        code = 1
+        try:
+            ok = run_scale(emu_config, np.random.default_rng(2))
+            own = SERVERS.get(emu_config) is not parent_server
+            code = 0 if ok and own else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(0)
+    os.close(write)
+    try:
+        result = os.read(read, 1)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert result == b"\0"
+    assert parent_server.alive()
+
+
+def test_the_server_ends_when_its_process_is_killed(tmp_path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        import numpy as np
+        from compiler.backends import emu
+        from compiler.backends.emu.server import SERVERS
+        from compiler.source import KernelSource, Param
+        cfg = emu.EmuConfig(cache_dir=Path({str(tmp_path)!r}))
+        x = np.ones(4, np.float32)
+        src = 'extern "C" __global__ void copy(const float* x, float* y) {{ y[threadIdx.x] = x[threadIdx.x]; }}'
+        params = (Param("x", "float32"), Param("y", "float32"))
+        k = emu.compile_kernel(KernelSource("copy", src, (1, 1, 1), (4, 1, 1), params), config=cfg)
+        emu.launch(k, [x, np.zeros(4, np.float32)], config=cfg)
+        print(SERVERS.get(cfg).process.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(proc.stdout.readline())
+        assert _alive(server_pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(server_pid):
+        time.sleep(0.05)
+    assert not _alive(server_pid)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            text = children.read()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for a reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
