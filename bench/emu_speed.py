@@ -173,7 +173,7 @@ def main() -> None:
         f"CUDA emulator: {opts.workers} workers, {os.cpu_count()} CPUs, load average {load:.1f}, "
         f"median of {opts.repeats}"
     )
-    header = ("measure", "wall", "CPU (children)")
+    header = ("measure", "wall", "CPU")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for row in [header, ("-" * widths[0], "-" * widths[1], "-" * widths[2]), *rows]:
         print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |")
