@@ -258,6 +258,44 @@ class _Header:
         shared.write(self._blob_at, bytes(self.blob))
 
 
+@dataclass(frozen=True)
+class _Array:
+    """One distinct array among the pointer arguments: the first parameter that points to it names it."""
+
+    array: np.ndarray
+    name: str
+    dtype: str
+
+
+def _distinct_arrays(kernel: KernelSource, args: Sequence[object]) -> tuple[list[_Array], list[int | None]]:
+    """The arrays behind the pointer arguments, and for each parameter the index of its array (None for
+    scalars). The same memory passed twice (the same array, or identical views) is one buffer in the
+    child, as on the GPU, so an in-place kernel sees its own writes; a partial overlap is refused."""
+    arrays: list[_Array] = []
+    index: list[int | None] = []
+    for p, a in zip(kernel.params, args, strict=True):
+        if not p.pointer:
+            index.append(None)
+            continue
+        assert isinstance(a, np.ndarray)
+        for i, known in enumerate(arrays):
+            if not np.may_share_memory(a, known.array):
+                continue
+            same = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype) == (
+                known.array.__array_interface__["data"][0], known.array.shape, known.array.strides, known.array.dtype)
+            if same:
+                index.append(i)
+                break
+            if np.shares_memory(a, known.array):
+                raise errors.EmulationArgumentError(
+                    kernel.entry, f"{kernel.entry}: parameters {known.name!r} and {p.name!r} overlap in part; "
+                    "pass the same array for both, or arrays that do not overlap")
+        else:
+            index.append(len(arrays))
+            arrays.append(_Array(a, p.name, p.dtype))
+    return arrays, index
+
+
 def _request(kernel: KernelSource, config: EmuConfig) -> bytes:
     """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map."""
     blocks = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
@@ -290,30 +328,29 @@ def launch(
             f"{kernel.entry}: block {kernel.block} has {kernel.threads_per_block} threads; "
             f"CUDA allows at most {MAX_THREADS_PER_BLOCK}",
         )
-    pointers = [(p, a) for p, a in zip(kernel.params, args, strict=True) if p.pointer]
-    header = _Header(len(kernel.params), len(pointers),
-                     [ENTRY_SYMBOL, kernel.entry, *(s for p, _ in pointers for s in (p.name, p.dtype))])
-    slots, total = _layout([a.nbytes for _, a in pointers], check_bounds, header.end)  # type: ignore[union-attr]
+    arrays, array_of_param = _distinct_arrays(kernel, args)
+    header = _Header(len(kernel.params), len(arrays),
+                     [ENTRY_SYMBOL, kernel.entry, *(s for a in arrays for s in (a.name, a.dtype))])
+    slots, total = _layout([a.array.nbytes for a in arrays], check_bounds, header.end)
     start = time.perf_counter()
     shared = _SharedFile(total)
     base = shared.address
     views: list[np.ndarray] = []
     try:
         header.write_strings(shared)
-        bufs = (_Buffer * max(1, len(pointers))).from_address(base + header.bufs)
-        for i, ((p, a), s) in enumerate(zip(pointers, slots, strict=True)):
-            arr = a  # type: ignore[assignment]
-            view = shared.array(s.data, arr.dtype, arr.size)
-            view[...] = arr.reshape(-1)
+        bufs = (_Buffer * max(1, len(arrays))).from_address(base + header.bufs)
+        for i, (a, s) in enumerate(zip(arrays, slots, strict=True)):
+            view = shared.array(s.data, a.array.dtype, a.array.size)
+            view[...] = a.array.reshape(-1)
             views.append(view)
-            bufs[i] = _Buffer(s.data, s.nbytes, s.alloc, arr.dtype.itemsize,
+            bufs[i] = _Buffer(s.data, s.nbytes, s.alloc, a.array.dtype.itemsize,
                               s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
-                              _GUARD if check_bounds else 0, header.strings[p.name], header.strings[p.dtype])
+                              _GUARD if check_bounds else 0, header.strings[a.name], header.strings[a.dtype])
         argv = (ctypes.c_uint64 * max(1, len(kernel.params))).from_address(base + header.argv)
-        slot_iter = iter(slots)
         for i, (p, a) in enumerate(zip(kernel.params, args, strict=True)):
-            if p.pointer:
-                argv[i] = next(slot_iter).data
+            which = array_of_param[i]
+            if which is not None:
+                argv[i] = slots[which].data
             else:
                 shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, a))
                 argv[i] = header.scalars + 8 * i
@@ -324,7 +361,7 @@ def launch(
         desc.block[:] = kernel.block
         desc.dyn_shared = kernel.shared_bytes
         desc.argv, desc.nargs = header.argv, len(kernel.params)
-        desc.bufs, desc.nbufs = header.bufs, len(pointers)
+        desc.bufs, desc.nbufs = header.bufs, len(arrays)
         desc.check_bounds = int(check_bounds)
         desc.workers = cfg.workers
         desc.detect_races = int(binary.detect_races)
@@ -342,10 +379,9 @@ def launch(
         status = _Status.from_address(base)
         _raise_on_failure(binary, wait_status, status, timeout_s)
         kernel_s, cpu_s = status.elapsed_s, status.cpu_s
-        for (_, a), view in zip(pointers, views, strict=True):
-            arr = a  # type: ignore[assignment]
-            if arr.flags.writeable:
-                np.copyto(arr, view.reshape(arr.shape))
+        for a, view in zip(arrays, views, strict=True):
+            if a.array.flags.writeable:
+                np.copyto(a.array, view.reshape(a.array.shape))
     finally:
         shared.close()
     return LaunchStats(kernel_s=kernel_s, wall_s=time.perf_counter() - start, cpu_s=cpu_s)

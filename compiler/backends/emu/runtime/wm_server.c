@@ -32,6 +32,7 @@ typedef struct wm_live {
     pid_t pid;
     int pidfd;
     int reply;
+    int abandoned; /* the caller hung up; the child has been killed */
 } wm_live;
 
 static int wm_recv_request(int sock, wm_request *req, int fds[3]) {
@@ -114,7 +115,7 @@ static void wm_start(int sock, wm_live *live, int *nlive, const wm_request *req,
         return;
     }
     wm_reply(fds[2], 0, pidfd);
-    live[(*nlive)++] = (wm_live){pid, pidfd, fds[2]};
+    live[(*nlive)++] = (wm_live){pid, pidfd, fds[2], 0};
 }
 
 int main(int argc, char **argv) {
@@ -122,18 +123,27 @@ int main(int argc, char **argv) {
     int sock = atoi(argv[1]);
     signal(SIGPIPE, SIG_IGN); /* a reply to a vanished caller fails with EPIPE instead */
     static wm_live live[WM_MAX_LIVE];
-    static struct pollfd polled[WM_MAX_LIVE + 1];
+    static struct pollfd polled[2 * WM_MAX_LIVE + 1];
     int nlive = 0;
     for (;;) {
+        /* The request socket, then per live launch its pidfd (readable once the child has exited) and
+         * its reply socket (hung up if the caller gave up on the launch: the child is killed). */
         polled[0] = (struct pollfd){.fd = sock, .events = POLLIN};
-        for (int i = 0; i < nlive; i++) polled[i + 1] = (struct pollfd){.fd = live[i].pidfd, .events = POLLIN};
-        if (poll(polled, (nfds_t)nlive + 1, -1) < 0) {
+        for (int i = 0; i < nlive; i++) {
+            polled[2 * i + 1] = (struct pollfd){.fd = live[i].pidfd, .events = POLLIN};
+            polled[2 * i + 2] = (struct pollfd){.fd = live[i].abandoned ? -1 : live[i].reply, .events = 0};
+        }
+        if (poll(polled, (nfds_t)(2 * nlive + 1), -1) < 0) {
             if (errno == EINTR) continue;
             break;
         }
         /* Downwards, so that the entry moved into a freed slot has been looked at already. */
         for (int i = nlive - 1; i >= 0; i--) {
-            if (!polled[i + 1].revents) continue;
+            if (polled[2 * i + 2].revents & (POLLHUP | POLLERR)) {
+                kill(live[i].pid, SIGKILL);
+                live[i].abandoned = 1;
+            }
+            if (!polled[2 * i + 1].revents) continue;
             int status = 0;
             while (waitpid(live[i].pid, &status, 0) < 0 && errno == EINTR) {
             }

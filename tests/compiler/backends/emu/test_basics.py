@@ -258,3 +258,34 @@ def test_shared_stores_read_only_by_other_threads_survive_optimisation(run_kerne
     run_kernel(REUSE, "reuse", (1, 1, 1), (64, 1, 1), [Param("x", "float32"), Param("y", "float32")], [x, y])
     t = np.arange(64)
     np.testing.assert_array_equal(y, 2.0 * x[(t ^ 2) ^ 1])
+
+
+SHIFT = r"""
+extern "C" __global__ void shift(const float* x, float* y, int n) {
+  // Each block reads the element the previous block wrote: only aliased buffers see the writes.
+  for (int b = 0; b < n; ++b) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) y[b + 1] = x[b] + 1.0f;
+  }
+}
+"""
+SHIFT_PARAMS = (Param("x", "float32"), Param("y", "float32"), Param("n", "int32", False))
+
+
+def test_the_same_array_passed_twice_is_one_buffer_as_on_the_gpu(emu_config) -> None:
+    kernel = KernelSource("shift", SHIFT, (1, 1, 1), (32, 1, 1), SHIFT_PARAMS)
+    a = np.zeros(9, np.float32)
+    emu.run(kernel, [a, a, 8], config=emu_config)  # in place: y[b + 1] = y[b] + 1 sees its own writes
+    np.testing.assert_array_equal(a, np.arange(9, dtype=np.float32))
+    x, y = np.zeros(9, np.float32), np.full(9, np.nan, np.float32)
+    emu.run(kernel, [x, y, 8], config=emu_config)  # disjoint arrays: every read sees the zeros
+    np.testing.assert_array_equal(y[1:], np.ones(8, np.float32))
+    interleaved = np.zeros(18, np.float32)  # disjoint views of one array stay two buffers
+    emu.run(kernel, [interleaved[::2], interleaved[1::2], 8], config=emu_config)
+    np.testing.assert_array_equal(interleaved[1::2][1:], np.ones(8, np.float32))
+
+
+def test_arrays_that_overlap_in_part_are_refused(emu_config) -> None:
+    kernel = KernelSource("shift", SHIFT, (1, 1, 1), (32, 1, 1), SHIFT_PARAMS)
+    a = np.zeros(10, np.float32)
+    with pytest.raises(emu.EmulationArgumentError, match="'x' and 'y' overlap in part"):
+        emu.run(kernel, [a[:9], a[1:], 8], config=emu_config)

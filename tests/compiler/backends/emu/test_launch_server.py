@@ -129,36 +129,40 @@ def test_a_forked_copy_of_this_process_gets_its_own_server(emu_config: emu.EmuCo
     assert parent_server.alive()
 
 
-def test_the_server_ends_when_its_process_is_killed(tmp_path) -> None:
+def test_the_server_and_its_launches_end_when_its_process_is_killed(tmp_path) -> None:
     script = textwrap.dedent(
         f"""
-        import time
+        import threading, time
         from pathlib import Path
         import numpy as np
         from compiler.backends import emu
         from compiler.backends.emu.server import SERVERS
         from compiler.source import KernelSource, Param
         cfg = emu.EmuConfig(cache_dir=Path({str(tmp_path)!r}))
-        x = np.ones(4, np.float32)
-        src = 'extern "C" __global__ void copy(const float* x, float* y) {{ y[threadIdx.x] = x[threadIdx.x]; }}'
-        params = (Param("x", "float32"), Param("y", "float32"))
-        k = emu.compile_kernel(KernelSource("copy", src, (1, 1, 1), (4, 1, 1), params), config=cfg)
-        emu.launch(k, [x, np.zeros(4, np.float32)], config=cfg)
-        print(SERVERS.get(cfg).process.pid, flush=True)
+        hang = KernelSource("hang", {HANG!r}, (1, 1, 1), (32, 1, 1), (Param("y", "float32"),))
+        emu.compile_kernel(hang, config=cfg)
+        server = SERVERS.get(cfg)
+        y = np.zeros(1, np.float32)
+        threading.Thread(target=emu.run, args=(hang, [y]), kwargs={{"config": cfg}}, daemon=True).start()
+        print(server.process.pid, flush=True)
         time.sleep(60)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         server_pid = int(proc.stdout.readline())
-        assert _alive(server_pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _children(server_pid):
+            time.sleep(0.01)
+        launches = _children(server_pid)
+        assert _alive(server_pid) and launches
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(server_pid):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in (server_pid, *launches)):
         time.sleep(0.05)
-    assert not _alive(server_pid)
+    assert not any(_alive(pid) for pid in (server_pid, *launches))
 
 
 def _children(pid: int) -> list[int]:
