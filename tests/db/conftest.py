@@ -8,6 +8,7 @@ template, so tests never see each other's rows.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.util
 import os
@@ -15,6 +16,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +30,15 @@ from sqlalchemy.engine import Engine
 from db.migrate import upgrade
 from db.records import DeviceInfo, KernelResult, ToolchainInfo, WorkloadSpec
 from db.session import create_engine_for
+
+#: Stops the server when the test process dies without cleaning up (killed by a CI time limit, say):
+#: waits on the process's pidfd, then runs the stop command it was given and removes the folder.
+WATCHDOG = """
+import os, select, shutil, subprocess, sys
+select.select([os.pidfd_open(int(sys.argv[1]))], [], [])
+subprocess.run(sys.argv[3:], capture_output=True, timeout=120, check=False)
+shutil.rmtree(sys.argv[2], ignore_errors=True)
+"""
 
 SERVER_OPTIONS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
 
@@ -54,6 +65,7 @@ class PostgresServer:
     bin_dir: Path
     root: Path
     port: int = 0
+    watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -94,9 +106,25 @@ class PostgresServer:
                 last_error = exc
         raise RuntimeError(f"PostgreSQL did not start: {last_error}")
 
+    def _stop_command(self) -> list[str]:
+        return self._as_owner(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+
+    def watch(self) -> None:
+        """Leave a watchdog that stops the server if this process dies before :meth:`stop`."""
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.root), *self._stop_command()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+
     def stop(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait()
         if (self.data_dir / "postmaster.pid").exists():
-            self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+            done = subprocess.run(self._stop_command(), capture_output=True, text=True, timeout=120, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"pg_ctl stop failed ({done.returncode}): {done.stderr or done.stdout}")
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
@@ -131,7 +159,10 @@ def start_server(bin_dir: Path) -> PostgresServer:
     server = PostgresServer(bin_dir=bin_dir, root=root)
     try:
         server.start()
+        server.watch()
     except BaseException:
+        with contextlib.suppress(Exception):  # keep the original error
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
         raise
     return server
