@@ -82,7 +82,8 @@ CUDA = Dialect(
         fast_exp="__expf", log="logf", sqrt="sqrtf", rsqrt="rsqrtf", fast_div="__fdividef", fma="fmaf",
         shfl="__shfl_sync", shfl_xor="__shfl_xor_sync", shfl_down="__shfl_down_sync",
         shfl_up="__shfl_up_sync", atomic_add="atomicAdd", atomic_max="atomicMax",
-        floats_to_half2="__floats2half2_rn", half2_to_floats="__half22float2",
+        floats_to_half2="__floats2half2_rn", floats_to_bfloat162="__floats2bfloat162_rn",
+        half2_to_floats="__half22float2",
     ),
     conversions=_frozen(**{
         "f32->f16": "__float2half_rn", "f16->f32": "__half2float",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.ir.expr import Call, Cast, Expr, Lane, MakeVector, Select, Unary, as_expr, binary
-from compiler.ir.types import DataType, Type, VectorType, boolean, f16, f32, i32, u32, vec, void
+from compiler.ir.types import DataType, Type, VectorType, bf16, boolean, f16, f32, i32, u32, vec, void
 
 #: Header of the tensor-core and async-copy wrappers.
 PRIMS_HEADER = "warpmap/prims.cuh"
@@ -167,10 +167,27 @@ def shfl_up_sync(value: Any, delta: Any, width: int | None = None, mask: int = F
 
 def floats_to_half2(low: Any, high: Any) -> Expr:
     """Two f32 rounded into one f16 pair (``__floats2half2_rn``); ``low`` is lane 0."""
+    return floats_to_pair(f16, low, high)
+
+
+def floats_to_bfloat162(low: Any, high: Any) -> Expr:
+    """Two f32 rounded into one bf16 pair (``__floats2bfloat162_rn``); ``low`` is lane 0."""
+    return floats_to_pair(bf16, low, high)
+
+
+_PAIR_FUNCTIONS = {f16: "floats_to_half2", bf16: "floats_to_bfloat162"}
+
+
+def floats_to_pair(element: DataType, low: Any, high: Any) -> Expr:
+    """Two f32 rounded to nearest into one pair of 16-bit ``element`` values (f16 or bf16), to store as
+    one 4-byte vector."""
+    if element not in _PAIR_FUNCTIONS:
+        raise TypeError(f"floats_to_pair packs f16 or bf16 pairs, not {element}")
+    name = _PAIR_FUNCTIONS[element]
     a, b = (as_expr(v, f32) for v in (low, high))
     if a.type != f32 or b.type != f32:
-        raise TypeError(f"floats_to_half2 needs f32 values, got {a!r}: {a.type}, {b!r}: {b.type}")
-    return Call("floats_to_half2", (a, b), vec(f16, 2))
+        raise TypeError(f"{name} needs f32 values, got {a!r}: {a.type}, {b!r}: {b.type}")
+    return Call(name, (a, b), vec(element, 2))
 
 
 def half2_to_floats(pair: Expr) -> Expr:
@@ -184,7 +201,7 @@ def make_vector(*elements: Any) -> Expr:
     """``make_float4(a, b, c, d)`` and friends, from 2 or 4 values of one 4-byte type."""
     exprs = _same_type("make_vector", *elements)
     if isinstance(exprs[0].type, DataType) and exprs[0].type.nbytes != 4:
-        raise TypeError(f"make_vector takes 4-byte values; pack f16 pairs with floats_to_half2, not {exprs[0].type}")
+        raise TypeError(f"make_vector takes 4-byte values; pack 16-bit pairs with floats_to_pair, not {exprs[0].type}")
     return MakeVector(exprs, vec(exprs[0].type, len(exprs)))  # type: ignore[arg-type]
 
 

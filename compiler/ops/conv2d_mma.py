@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
-from compiler.ir import Expr, blockIdx, cast, floats_to_half2, if_, kernel, let, lower
+from compiler.ir import Expr, blockIdx, cast, floats_to_pair, if_, kernel, let, lower
 from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.conv2d_gemm import ImplicitGemm, a_chunk, b_chunk, weight_source
 from compiler.ops.conv2d_spec import Conv2dSpec
@@ -72,7 +72,7 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
     row_tiles = _cdiv(big_m, schedule.block_m)
     grid = row_tiles * _cdiv(big_n, schedule.block_n)
     # NHWC rows of an even number of output channels keep each column pair one aligned __half2.
-    paired = dtype == f16 and spec.layout == "NHWC" and big_n % 2 == 0
+    paired = spec.layout == "NHWC" and big_n % 2 == 0
     with kernel(f"conv2d_mma_{spec.dtype}_{spec.layout.lower()}", block=threads, grid=grid) as builder:
         x = builder.tensor("x", dtype, spec.x_shape, const=True)
         weight = builder.tensor("weight", dtype, (big_n, big_k), const=True)
@@ -93,7 +93,7 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
             indices, inside = gemm.output(m, j)
             if paired:
                 with if_(inside):
-                    y.store_vector(indices, floats_to_half2(low, high))
+                    y.store_vector(indices, floats_to_pair(dtype, low, high))
                 return
             with if_(inside):
                 y[indices] = cast(low, dtype)

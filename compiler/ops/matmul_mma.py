@@ -21,7 +21,7 @@ from typing import Any
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
-from compiler.ir import Buffer, Expr, blockIdx, cast, floats_to_half2, if_, kernel, let, logical_and, lower, select
+from compiler.ir import Buffer, Expr, blockIdx, cast, floats_to_pair, if_, kernel, let, logical_and, lower, select
 from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.gemm_mma import (
     MmaSchedule,
@@ -92,9 +92,9 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
 
         def write(row: Expr, col: Expr, low: Expr, high: Expr) -> None:
             g_row, g_col = row0 + row, col0 + col
-            if dtype == f16 and n % 2 == 0:  # an even row length keeps the pair 4-byte aligned
+            if n % 2 == 0:  # an even row length keeps the pair 4-byte aligned
                 with if_(logical_and(g_row < m, g_col < n)):
-                    c.store_vector((batch, g_row, g_col), floats_to_half2(low, high))
+                    c.store_vector((batch, g_row, g_col), floats_to_pair(dtype, low, high))
                 return
             with if_(logical_and(g_row < m, g_col < n)):
                 c[batch, g_row, g_col] = cast(low, dtype)

@@ -35,9 +35,8 @@ from compiler.ir import (
     Var,
     assign,
     cast,
-    f16,
     f32,
-    floats_to_half2,
+    floats_to_pair,
     if_,
     lane,
     let,
@@ -200,20 +199,18 @@ def load_values(buffer: Buffer, indices: tuple[Expr, ...], width: int) -> list[E
 def store_values(buffer: Buffer, indices: tuple[Expr, ...], values: Sequence[Expr]) -> None:
     """Store f32 ``values`` to consecutive elements along the last index, rounded to the buffer's type.
 
-    f32 and f16 store one vector; bf16 stores element by element (the kernel language has no bf16
-    pair constructor).
+    One vector store: ``float2`` / ``float4`` for f32, a pair (``__half2``, ``__nv_bfloat162``) for f16
+    and bf16, whose values are rounded to nearest.
     """
     width = len(values)
     if width == 1:
         buffer[indices] = cast(values[0], buffer.dtype)
     elif buffer.dtype == f32:
         buffer.store_vector(indices, make_vector(*values))
-    elif buffer.dtype == f16 and width == 2:
-        buffer.store_vector(indices, floats_to_half2(values[0], values[1]))
+    elif width == 2:
+        buffer.store_vector(indices, floats_to_pair(buffer.dtype, values[0], values[1]))
     else:
-        *head, last = indices
-        for i, value in enumerate(values):
-            buffer[(*head, last + i)] = cast(value, buffer.dtype)
+        raise ValueError(f"{buffer.name}: {buffer.dtype} vectors are pairs, not {width} lanes")
 
 
 def achieved_bandwidth(min_bytes: int, seconds: float, device: DeviceSpec) -> tuple[float, float]:

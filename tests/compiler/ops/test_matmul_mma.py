@@ -74,6 +74,17 @@ def test_copy_width_follows_row_alignment() -> None:
     assert [copy_width(e) for e in (8, 12, 6, 7)] == [8, 4, 2, 1]
 
 
+@pytest.mark.parametrize(("n", "pair"), [(46, True), (45, False)])
+def test_bf16_output_is_stored_in_pairs_when_rows_allow(n: int, pair: bool) -> None:
+    spec = MatmulSpec(m=33, n=n, k=40, dtype="bfloat16")
+    schedule = MmaSchedule(64, 64, 32, 32, 32, 2)
+    source = build(spec, schedule).source
+    assert ("*reinterpret_cast<__nv_bfloat162*>(c" in source) is pair
+    assert ("__floats2bfloat162_rn(" in source) is pair
+    (result,) = check_all(spec, [schedule])
+    assert result.status is TrialStatus.OK, result.message
+
+
 def test_a_deep_pipeline_uses_dynamic_shared_memory() -> None:
     schedule = MmaSchedule(block_m=128, block_n=128, block_k=64, warp_m=64, warp_n=64, stages=4)
     spec = MatmulSpec(m=130, n=70, k=200, dtype="float16", layout_a="col", layout_b="col")
