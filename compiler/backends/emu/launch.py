@@ -7,10 +7,12 @@ the file, loads the kernel, runs all blocks on ``workers`` OS threads and exits;
 the arguments back. A crash, a hang or a fiber stack overflow therefore costs one child, never this
 interpreter, and launches may come from several threads at once.
 
-With ``check_bounds`` each argument's data ends exactly where an inaccessible guard region starts
-(data sizes are rounded up to 16 bytes, so an overrun by less than that is not seen), with another
-guard region below its first page; a hit is reported as :class:`OutOfBoundsError` naming the parameter
-and element.
+With ``check_bounds`` each argument's data ends where an inaccessible guard region starts (data
+sizes are rounded up to 16 bytes), with another guard region below its first page; a hit is reported
+as :class:`OutOfBoundsError` naming the parameter, element, block and thread. The few bytes between
+the data and the guards (the rounding above it, the rest of its first page below it) hold a canary
+pattern: a write there is reported after the launch, naming the parameter and element; a read there
+is not seen.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ _STATUS_BYTES = _PAGE
 _DESC_OFFSET = 4096  # WM_DESC_OFFSET in wm_internal.h
 _REQUEST_MAGIC = 0x776D3031  # WM_REQUEST_MAGIC
 _MAX_WORKERS = 256  # the child's clamp
+#: Fills the bytes between an array and its guard pages, so that writes there are found afterwards.
+_CANARY = 0xA5
 
 #: Element dtypes of pointer arguments; bfloat16 travels as uint16 bit patterns.
 NUMPY_DTYPES = STORAGE_DTYPES
@@ -161,6 +165,9 @@ class _SharedFile:
     def write(self, offset: int, data: bytes) -> None:
         ctypes.memmove(self.address + offset, data, len(data))
 
+    def fill(self, offset: int, count: int, value: int) -> None:
+        ctypes.memset(self.address + offset, value, count)
+
     def close(self) -> None:
         self._libc.munmap(self.address, self.nbytes)
         os.close(self.fd)
@@ -184,6 +191,33 @@ def _layout(sizes: Sequence[int], check_bounds: bool, start: int) -> tuple[list[
             slots.append(_Slot(offset, nbytes, alloc, 0, 0))
             offset += _round_up(alloc, 64)
     return slots, _round_up(offset, _PAGE)
+
+
+def _canaries(slot: _Slot) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The accessible bytes around a buffer's data, as (offset, count): below it, from the start of its
+    first page, and above it, up to the guard (the rounding to 16 bytes)."""
+    first = slot.guard_lo + _GUARD
+    end = slot.data + slot.nbytes
+    return (first, slot.data - first), (end, slot.guard_hi - end)
+
+
+def _check_canaries(kernel: KernelSource, shared: _SharedFile, arrays: Sequence[_Array],
+                    slots: Sequence[_Slot]) -> None:
+    """Writes that landed next to an array but short of its guard pages, found after the launch."""
+    for array, slot in zip(arrays, slots, strict=True):
+        below, above = _canaries(slot)
+        written = [offset + int(i) - slot.data for offset, count in (below, above)
+                   for i in np.flatnonzero(shared.array(offset, np.dtype(np.uint8), count) != _CANARY)]
+        if written:
+            nearest = min(written, key=lambda b: b if b >= 0 else slot.nbytes - b)
+            itemsize = array.array.dtype.itemsize
+            raise errors.OutOfBoundsError(
+                kernel.entry,
+                f"out-of-bounds write of parameter '{array.name}' in kernel '{kernel.entry}': element "
+                f"{nearest // itemsize} (byte offset {nearest}), but it holds {array.array.size} {array.dtype} "
+                "elements (found after the launch, beside the array and short of its guard pages, so the "
+                "block and thread are unknown)",
+            )
 
 
 def _check_args(kernel: KernelSource, args: Sequence[object]) -> None:
@@ -343,6 +377,9 @@ def launch(
             view = shared.array(s.data, a.array.dtype, a.array.size)
             view[...] = a.array.reshape(-1)
             views.append(view)
+            if check_bounds:
+                for offset, count in _canaries(s):
+                    shared.fill(offset, count, _CANARY)
             bufs[i] = _Buffer(s.data, s.nbytes, s.alloc, a.array.dtype.itemsize,
                               s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
                               _GUARD if check_bounds else 0, header.strings[a.name], header.strings[a.dtype])
@@ -378,6 +415,8 @@ def launch(
             running.close()
         status = _Status.from_address(base)
         _raise_on_failure(binary, wait_status, status, timeout_s)
+        if check_bounds:
+            _check_canaries(kernel, shared, arrays, slots)
         kernel_s, cpu_s = status.elapsed_s, status.cpu_s
         for a, view in zip(arrays, views, strict=True):
             if a.array.flags.writeable:

@@ -255,3 +255,20 @@ def test_dynamic_shared_memory_past_shared_bytes(run_kernel) -> None:
     x, y = _xy(1024)
     run_kernel(DYN_OVERRUN, "dyn_overrun", (1, 1, 1), (1024, 1, 1), X_Y, [x, y], 4 * 1024)
     np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize(("n", "write_shift", "element"), [(1021, 1, 1021), (1000, -1, -1)])
+def test_writes_short_of_the_guard_pages_are_found_after_the_launch(run_kernel, n, write_shift, element) -> None:
+    # 1021 floats are 4084 bytes, rounded to 4096: the element past the end lies before the guard page.
+    # 1000 floats start 96 bytes into their first page: the element before them lies in that page.
+    with pytest.raises(emu.OutOfBoundsError) as info:
+        run_kernel(OOB, "oob", (1, 1, 1), (n, 1, 1), OOB_PARAMS, [*_xy(n), 0, write_shift])
+    msg = str(info.value)
+    assert f"out-of-bounds write of parameter 'y' in kernel 'oob': element {element} " in msg
+    assert f"but it holds {n} float32 elements (found after the launch" in msg
+
+
+def test_a_kernel_that_stays_inside_odd_sized_arrays_passes(run_kernel) -> None:
+    x, y = _xy(1021)
+    run_kernel(OOB, "oob", (1, 1, 1), (1021, 1, 1), OOB_PARAMS, [x, y, 0, 0])
+    np.testing.assert_array_equal(y, x)
