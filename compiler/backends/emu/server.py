@@ -86,22 +86,26 @@ class LaunchServer:
 
     def start(self, request: bytes, fds: Sequence[int]) -> Launch:
         """Send one launch (``request`` is a packed ``wm_request``; ``fds`` the shared file and the kernel
-        library). Raises OSError if the server is gone."""
+        library). Raises OSError if the request could not be sent (the server is gone: nothing ran)."""
         reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with remote:
                 socket.send_fds(self.socket, [request], [*fds, remote.fileno()])
-            message, pidfds, _, _ = socket.recv_fds(reply, 4, 1)
+            try:
+                message, pidfds, _, _ = socket.recv_fds(reply, 4, 1)
+            except OSError:
+                message, pidfds = b"", []
+            if len(message) != 4:
+                # Not an OSError, so not retried: the request was delivered, and a child may have started
+                # and written into the shared file.
+                raise errors.EmulationCrashError("", "the launch server went away while starting a launch")
+            (code,) = struct.unpack("<i", message)
+            if code < 0 or not pidfds:
+                reason = os.strerror(-code) if code < 0 else "no process descriptor came back"
+                raise errors.EmulationCrashError("", f"the launch server could not start a launch: {reason}")
         except BaseException:
             reply.close()
             raise
-        if len(message) != 4:
-            reply.close()
-            raise ConnectionError("the launch server closed the connection")
-        (code,) = struct.unpack("<i", message)
-        if code < 0 or not pidfds:
-            reply.close()
-            raise errors.EmulationCrashError("", f"the launch server could not start a launch: {os.strerror(-code)}")
         return Launch(reply, pidfds[0])
 
     def close(self) -> None:
