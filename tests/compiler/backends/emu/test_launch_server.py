@@ -71,6 +71,44 @@ def test_launches_from_several_threads_leave_blas_work_in_other_threads_intact(e
     assert not wrong, wrong
 
 
+MIXED = {
+    "oob": 'extern "C" __global__ void k(const float* x, float* y, int n) { y[n + 16 + threadIdx.x] = x[0]; }',
+    "crash": 'extern "C" __global__ void k(const float* x, float* y, int n) { float* p = 0; p[threadIdx.x] = 1.0f; }',
+    "hang": 'extern "C" __global__ void k(const float* x, float* y, int n) { volatile int s = 1; while (s) {} }',
+}
+
+
+def test_concurrent_launches_each_get_their_own_outcome_and_leave_nothing_behind(emu_config: emu.EmuConfig) -> None:
+    faulty = {name: KernelSource("k", src, (1, 1, 1), (32, 1, 1), PARAMS) for name, src in MIXED.items()}
+    expected = {"oob": emu.OutOfBoundsError, "crash": emu.EmulationCrashError, "hang": emu.EmulationTimeoutError}
+    for kernel in faulty.values():
+        emu.compile_kernel(kernel, config=emu_config)
+    outcomes: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for i in range(12):
+            name = ("ok", "oob", "ok", "crash", "ok", "hang")[(i + seed) % 6]
+            if name == "ok":
+                outcomes.append("ok" if run_scale(emu_config, rng) else f"{seed}/{i}: wrong output")
+                continue
+            try:
+                emu.run(faulty[name], [np.ones(N, np.float32), np.zeros(N, np.float32), N], config=emu_config,
+                        timeout_s=0.5)
+                outcomes.append(f"{seed}/{i}: {name} raised nothing")
+            except emu.EmulationError as exc:
+                ok = isinstance(exc, expected[name])
+                outcomes.append("ok" if ok else f"{seed}/{i}: {name} raised {exc!r}")
+
+    threads = [threading.Thread(target=work, args=(seed,), daemon=True) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [o for o in outcomes if o != "ok"] == [] and len(outcomes) == 48
+    assert _children(SERVERS.get(emu_config).process.pid) == []
+
+
 def test_a_dead_server_is_replaced(emu_config: emu.EmuConfig, rng: np.random.Generator) -> None:
     assert run_scale(emu_config, rng)
     server = SERVERS.get(emu_config)
