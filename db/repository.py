@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, case, func, select, update
+from sqlalchemy import Select, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -54,8 +54,14 @@ def ensure_workload(*, session: Session, workload: WorkloadSpec) -> int:
     )
 
 
+#: Device details a worker may not know (it stores 0); a later report that knows them fills them in.
+_DEVICE_DETAILS = ("compute_units", "memory_bytes", "l2_bytes")
+
+
 def ensure_device(*, session: Session, device: DeviceInfo) -> int:
-    values = {
+    """The id of the device's row, inserting it first if needed. Details stored as 0 (unknown) are
+    filled in by the first report that knows them; known details are never overwritten."""
+    values: dict[str, Any] = {
         "name": device.name,
         "arch": device.arch,
         "driver": device.driver,
@@ -63,7 +69,16 @@ def ensure_device(*, session: Session, device: DeviceInfo) -> int:
         "memory_bytes": device.memory_bytes,
         "l2_bytes": device.l2_bytes,
     }
-    return _ensure(session, Device, device.key, values)
+    stmt = upsert_statement(session, Device).values(key=device.key, created_at=utcnow(), **values)
+    new = stmt.excluded
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[Device.key],
+        set_={name: case((getattr(Device, name) == 0, getattr(new, name)), else_=getattr(Device, name))
+              for name in _DEVICE_DETAILS},
+        where=or_(*((getattr(Device, name) == 0) & (getattr(new, name) != 0) for name in _DEVICE_DETAILS)),
+    )
+    session.execute(stmt)
+    return session.execute(select(Device.id).where(Device.key == device.key)).scalar_one()
 
 
 def ensure_toolchain(*, session: Session, toolchain: ToolchainInfo) -> int:

@@ -17,6 +17,7 @@ from db import (
     NotFoundError,
     ToolchainInfo,
     WorkloadSpec,
+    ensure_device,
     get_kernel,
     lookup_kernel,
     save_kernel,
@@ -77,6 +78,24 @@ def test_keys_are_shared_rows(engine: Engine, workload, device, toolchain, make_
         assert session.execute(select(func.count(Device.id))).scalar_one() == 1
         assert session.execute(select(func.count(Workload.id))).scalar_one() == 2
         assert session.execute(select(func.count(Kernel.id))).scalar_one() == 2
+
+
+def test_unknown_device_details_are_filled_in_later_and_known_ones_kept(engine: Engine, device) -> None:
+    unknown = replace(device, compute_units=0, memory_bytes=0, l2_bytes=0)
+
+    def stored(reported: DeviceInfo) -> tuple[int, int, int]:
+        with session_scope(engine) as session:
+            row = session.get(Device, ensure_device(session=session, device=reported))
+            assert row is not None
+            return row.compute_units, row.memory_bytes, row.l2_bytes
+
+    assert stored(unknown) == (0, 0, 0)
+    assert stored(replace(unknown, memory_bytes=device.memory_bytes)) == (0, device.memory_bytes, 0)
+    assert stored(device) == (device.compute_units, device.memory_bytes, device.l2_bytes)
+    assert stored(unknown) == (device.compute_units, device.memory_bytes, device.l2_bytes)
+    assert stored(replace(device, compute_units=1)) == (device.compute_units, device.memory_bytes, device.l2_bytes)
+    with session_scope(engine) as session:
+        assert session.execute(select(func.count(Device.id))).scalar_one() == 1
 
 
 def test_exact_lookup_distinguishes_driver_and_toolchain(
