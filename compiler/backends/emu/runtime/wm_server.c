@@ -7,8 +7,9 @@
  * three descriptors attached: the shared region (status page, launch description, arguments), the
  * kernel library, and a reply socket. On the reply socket the server sends an int32 (0, or -errno if
  * it could not fork) with the child's pidfd attached, and, once the child has been reaped, its int32
- * wait status. Python waits on the reply socket with a time limit and kills through the pidfd. When
- * Python goes away (end of file on the request socket) the server kills its children and exits. */
+ * wait status. Python waits on the reply socket with a time limit and kills through the pidfd. A
+ * launch whose caller hangs up its reply socket is killed; when Python goes away (end of file on the
+ * request socket) the server kills its children and exits; a child dies with the server. */
 #include "wm_internal.h"
 
 #include <errno.h>
