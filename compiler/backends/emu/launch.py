@@ -32,6 +32,7 @@ from compiler.numeric import STORAGE_DTYPES
 from compiler.source import KernelSource, Param
 
 from . import errors
+from .abi import DESC_OFFSET, REQUEST_MAGIC, BufferEntry, LaunchDesc, SharedFile, Status
 from .build import ENTRY_SYMBOL, EmuBinary, EmuConfig, compile_kernel
 from .server import SERVERS
 from .symbols import describe_shared_locations
@@ -39,9 +40,6 @@ from .symbols import describe_shared_locations
 MAX_THREADS_PER_BLOCK = 1024
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
-_STATUS_BYTES = _PAGE
-_DESC_OFFSET = 4096  # WM_DESC_OFFSET in wm_internal.h
-_REQUEST_MAGIC = 0x776D3031  # WM_REQUEST_MAGIC
 _MAX_WORKERS = 256  # the child's clamp
 #: Fills the bytes between an array and its guard pages, so that writes there are found afterwards.
 _CANARY = 0xA5
@@ -59,53 +57,6 @@ _ERRORS: dict[int, type[errors.EmulationError]] = {
     7: errors.KernelMisuseError,
     8: errors.SharedMemoryRaceError,
 }
-
-
-class _Status(ctypes.Structure):
-    _fields_ = (
-        ("code", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
-        ("elapsed_s", ctypes.c_double),
-        ("cpu_s", ctypes.c_double),
-        ("message", ctypes.c_char * 2048),
-    )
-
-
-# Mirrors of wm_buffer and wm_launch_desc (wm_internal.h) as written into the shared file: every
-# pointer is an offset from the file's start, which the child turns into an address.
-class _Buffer(ctypes.Structure):
-    _fields_ = (
-        ("data", ctypes.c_uint64),
-        ("nbytes", ctypes.c_uint64),
-        ("alloc_bytes", ctypes.c_uint64),
-        ("elem_bytes", ctypes.c_uint64),
-        ("guard_lo", ctypes.c_uint64),
-        ("guard_hi", ctypes.c_uint64),
-        ("guard_bytes", ctypes.c_uint64),
-        ("name", ctypes.c_uint64),
-        ("dtype", ctypes.c_uint64),
-    )
-
-
-class _Desc(ctypes.Structure):
-    _fields_ = (
-        ("so_path", ctypes.c_uint64),
-        ("entry_symbol", ctypes.c_uint64),
-        ("kernel_name", ctypes.c_uint64),
-        ("grid", ctypes.c_uint32 * 3),
-        ("block", ctypes.c_uint32 * 3),
-        ("dyn_shared", ctypes.c_uint64),
-        ("argv", ctypes.c_uint64),
-        ("nargs", ctypes.c_int32),
-        ("nbufs", ctypes.c_int32),
-        ("bufs", ctypes.c_uint64),
-        ("check_bounds", ctypes.c_int32),
-        ("workers", ctypes.c_int32),
-        ("detect_races", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
-        ("stack_bytes", ctypes.c_uint64),
-        ("status", ctypes.c_uint64),
-    )
 
 
 @dataclass(frozen=True)
@@ -127,50 +78,6 @@ class _Slot:
     alloc: int
     guard_lo: int
     guard_hi: int
-
-
-class _SharedFile:
-    """A memory file shared with the launch child, mapped here and unmapped explicitly so that numpy
-    views into it never pin it (a Python ``mmap`` refuses to close while views exist)."""
-
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.mmap.restype = ctypes.c_void_p
-    _libc.mmap.argtypes = (
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    )
-    _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-
-    def __init__(self, nbytes: int) -> None:
-        self.fd = os.memfd_create("warpmap-launch", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(self.fd, nbytes)
-            addr = self._libc.mmap(None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, self.fd, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
-                raise OSError(ctypes.get_errno(), f"cannot map {nbytes} bytes of shared memory")
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.address: int = addr
-        self.nbytes = nbytes
-
-    def array(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
-        raw = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(self.address + offset)
-        return np.frombuffer(raw, dtype=dtype, count=count)
-
-    def write(self, offset: int, data: bytes) -> None:
-        ctypes.memmove(self.address + offset, data, len(data))
-
-    def fill(self, offset: int, count: int, value: int) -> None:
-        ctypes.memset(self.address + offset, value, count)
-
-    def close(self) -> None:
-        self._libc.munmap(self.address, self.nbytes)
-        os.close(self.fd)
 
 
 def _round_up(n: int, to: int) -> int:
@@ -201,7 +108,7 @@ def _canaries(slot: _Slot) -> tuple[tuple[int, int], tuple[int, int]]:
     return (first, slot.data - first), (end, slot.guard_hi - end)
 
 
-def _check_canaries(kernel: KernelSource, shared: _SharedFile, arrays: Sequence[_Array],
+def _check_canaries(kernel: KernelSource, shared: SharedFile, arrays: Sequence[_Array],
                     slots: Sequence[_Slot]) -> None:
     """Writes that landed next to an array but short of its guard pages, found after the launch."""
     for array, slot in zip(arrays, slots, strict=True):
@@ -274,9 +181,9 @@ class _Header:
     status page, as offsets from the start of the shared file."""
 
     def __init__(self, nargs: int, nbufs: int, strings: Sequence[str]) -> None:
-        offset = _DESC_OFFSET + ctypes.sizeof(_Desc)
+        offset = DESC_OFFSET + ctypes.sizeof(LaunchDesc)
         self.bufs = _round_up(offset, 8)
-        self.argv = self.bufs + nbufs * ctypes.sizeof(_Buffer)
+        self.argv = self.bufs + nbufs * ctypes.sizeof(BufferEntry)
         self.scalars = self.argv + 8 * nargs
         offset = self.scalars + 8 * nargs
         self.strings: dict[str, int] = {}
@@ -288,7 +195,7 @@ class _Header:
         self.end = _round_up(offset + len(self.blob), _PAGE)
         self._blob_at = offset
 
-    def write_strings(self, shared: _SharedFile) -> None:
+    def write_strings(self, shared: SharedFile) -> None:
         shared.write(self._blob_at, bytes(self.blob))
 
 
@@ -335,7 +242,7 @@ def _request(kernel: KernelSource, config: EmuConfig) -> bytes:
     blocks = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     workers = max(1, min(config.workers, blocks, _MAX_WORKERS))
     stacks = workers * kernel.threads_per_block
-    return struct.pack("<IIIIQ", _REQUEST_MAGIC, ctypes.sizeof(_Desc), ctypes.sizeof(_Buffer), stacks,
+    return struct.pack("<IIIIQ", REQUEST_MAGIC, ctypes.sizeof(LaunchDesc), ctypes.sizeof(BufferEntry), stacks,
                        config.stack_bytes)
 
 
@@ -367,43 +274,12 @@ def launch(
                      [ENTRY_SYMBOL, kernel.entry, *(s for a in arrays for s in (a.name, a.dtype))])
     slots, total = _layout([a.array.nbytes for a in arrays], check_bounds, header.end)
     start = time.perf_counter()
-    shared = _SharedFile(total)
-    base = shared.address
-    views: list[np.ndarray] = []
+    shared = SharedFile(total)
     try:
-        header.write_strings(shared)
-        bufs = (_Buffer * max(1, len(arrays))).from_address(base + header.bufs)
-        for i, (a, s) in enumerate(zip(arrays, slots, strict=True)):
-            view = shared.array(s.data, a.array.dtype, a.array.size)
+        views = [shared.array(s.data, a.array.dtype, a.array.size) for a, s in zip(arrays, slots, strict=True)]
+        for a, view in zip(arrays, views, strict=True):
             view[...] = a.array.reshape(-1)
-            views.append(view)
-            if check_bounds:
-                for offset, count in _canaries(s):
-                    shared.fill(offset, count, _CANARY)
-            bufs[i] = _Buffer(s.data, s.nbytes, s.alloc, a.array.dtype.itemsize,
-                              s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
-                              _GUARD if check_bounds else 0, header.strings[a.name], header.strings[a.dtype])
-        argv = (ctypes.c_uint64 * max(1, len(kernel.params))).from_address(base + header.argv)
-        for i, (p, a) in enumerate(zip(kernel.params, args, strict=True)):
-            which = array_of_param[i]
-            if which is not None:
-                argv[i] = slots[which].data
-            else:
-                shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, a))
-                argv[i] = header.scalars + 8 * i
-        desc = _Desc.from_address(base + _DESC_OFFSET)
-        desc.entry_symbol = header.strings[ENTRY_SYMBOL]
-        desc.kernel_name = header.strings[kernel.entry]
-        desc.grid[:] = kernel.grid
-        desc.block[:] = kernel.block
-        desc.dyn_shared = kernel.shared_bytes
-        desc.argv, desc.nargs = header.argv, len(kernel.params)
-        desc.bufs, desc.nbufs = header.bufs, len(arrays)
-        desc.check_bounds = int(check_bounds)
-        desc.workers = cfg.workers
-        desc.detect_races = int(binary.detect_races)
-        desc.stack_bytes = cfg.stack_bytes
-        desc.status = 0
+        _write_description(shared, header, binary, args, arrays, array_of_param, slots, cfg, check_bounds)
         library = _open_binary(binary, cfg)
         try:
             running = SERVERS.start(cfg, _request(kernel, cfg), (shared.fd, library))
@@ -413,7 +289,7 @@ def launch(
             wait_status = running.wait(timeout_s)
         finally:
             running.close()
-        status = _Status.from_address(base)
+        status = Status.from_address(shared.address)
         _raise_on_failure(binary, wait_status, status, timeout_s)
         if check_bounds:
             _check_canaries(kernel, shared, arrays, slots)
@@ -426,7 +302,45 @@ def launch(
     return LaunchStats(kernel_s=kernel_s, wall_s=time.perf_counter() - start, cpu_s=cpu_s)
 
 
-def _raise_on_failure(binary: EmuBinary, wait_status: int | None, status: _Status, timeout_s: float) -> None:
+def _write_description(shared: SharedFile, header: _Header, binary: EmuBinary, args: Sequence[object],
+                       arrays: Sequence[_Array], array_of_param: Sequence[int | None], slots: Sequence[_Slot],
+                       config: EmuConfig, check_bounds: bool) -> None:
+    """The launch description, buffer table, argument vector, scalars, strings and canaries, as the
+    child reads them (every address an offset into the shared file)."""
+    kernel, base = binary.kernel, shared.address
+    header.write_strings(shared)
+    bufs = (BufferEntry * max(1, len(arrays))).from_address(base + header.bufs)
+    for i, (a, s) in enumerate(zip(arrays, slots, strict=True)):
+        if check_bounds:
+            for offset, count in _canaries(s):
+                shared.fill(offset, count, _CANARY)
+        bufs[i] = BufferEntry(s.data, s.nbytes, s.alloc, a.array.dtype.itemsize,
+                          s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
+                          _GUARD if check_bounds else 0, header.strings[a.name], header.strings[a.dtype])
+    argv = (ctypes.c_uint64 * max(1, len(kernel.params))).from_address(base + header.argv)
+    for i, (p, a) in enumerate(zip(kernel.params, args, strict=True)):
+        which = array_of_param[i]
+        if which is not None:
+            argv[i] = slots[which].data
+        else:
+            shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, a))
+            argv[i] = header.scalars + 8 * i
+    desc = LaunchDesc.from_address(base + DESC_OFFSET)
+    desc.entry_symbol = header.strings[ENTRY_SYMBOL]
+    desc.kernel_name = header.strings[kernel.entry]
+    desc.grid[:] = kernel.grid
+    desc.block[:] = kernel.block
+    desc.dyn_shared = kernel.shared_bytes
+    desc.argv, desc.nargs = header.argv, len(kernel.params)
+    desc.bufs, desc.nbufs = header.bufs, len(arrays)
+    desc.check_bounds = int(check_bounds)
+    desc.workers = config.workers
+    desc.detect_races = int(binary.detect_races)
+    desc.stack_bytes = config.stack_bytes
+    desc.status = 0
+
+
+def _raise_on_failure(binary: EmuBinary, wait_status: int | None, status: Status, timeout_s: float) -> None:
     name = binary.kernel.entry
     if wait_status is None:
         raise errors.EmulationTimeoutError(
