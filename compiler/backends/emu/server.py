@@ -74,6 +74,11 @@ class LaunchServer:
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C at the terminal is for this process, not the server
             )
+        except OSError as exc:
+            ours.close()
+            raise errors.EmulationLoadError(
+                "", f"cannot start the emulator's launch server {executable}: {exc} (a cache folder on a "
+                "noexec mount? point WARPMAP_CACHE_DIR elsewhere)") from exc
         except BaseException:
             ours.close()
             raise

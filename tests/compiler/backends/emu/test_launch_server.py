@@ -144,6 +144,15 @@ def test_a_server_dying_mid_launch_fails_that_launch_and_kills_its_child(emu_con
     assert not any(_alive(pid) for pid in orphans)
 
 
+def test_a_server_that_cannot_start_is_a_clear_error(tmp_path, monkeypatch, rng: np.random.Generator) -> None:
+    config = emu.EmuConfig(cache_dir=tmp_path, cc="cc")  # another runtime key: not the session's server
+    not_executable = tmp_path / "wm_runtime"
+    not_executable.write_text("not a program")
+    monkeypatch.setattr("compiler.backends.emu.server.build_runtime", lambda _config: not_executable)
+    with pytest.raises(emu.EmulationLoadError, match=r"cannot start the emulator's launch server .*noexec"):
+        run_scale(config, rng)
+
+
 def test_a_forked_copy_of_this_process_gets_its_own_server(emu_config: emu.EmuConfig) -> None:
     parent_server = SERVERS.get(emu_config)
     read, write = os.pipe()
