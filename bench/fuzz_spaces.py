@@ -60,7 +60,12 @@ def main() -> int:
     deadline = time.monotonic() + 60 * opts.minutes
     outcomes: Counter[tuple[str, str]] = Counter()
     specs = failures = 0
+    started = last_progress = time.monotonic()
     while time.monotonic() < deadline:
+        if time.monotonic() - last_progress >= 30:
+            last_progress = time.monotonic()
+            print(f"  {last_progress - started:4.0f} s: {specs} specs, {sum(outcomes.values())} schedules, "
+                  f"{failures} failed", file=sys.stderr, flush=True)
         data = random_spec(rnd)
         try:
             spec = parse_spec(data)

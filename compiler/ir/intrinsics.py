@@ -170,11 +170,6 @@ def floats_to_half2(low: Any, high: Any) -> Expr:
     return floats_to_pair(f16, low, high)
 
 
-def floats_to_bfloat162(low: Any, high: Any) -> Expr:
-    """Two f32 rounded into one bf16 pair (``__floats2bfloat162_rn``); ``low`` is lane 0."""
-    return floats_to_pair(bf16, low, high)
-
-
 _PAIR_FUNCTIONS = {f16: "floats_to_half2", bf16: "floats_to_bfloat162"}
 
 

@@ -116,7 +116,8 @@ def _check_canaries(kernel: KernelSource, shared: SharedFile, arrays: Sequence[_
         written = [offset + int(i) - slot.data for offset, count in (below, above)
                    for i in np.flatnonzero(shared.array(offset, np.dtype(np.uint8), count) != _CANARY)]
         if written:
-            nearest = min(written, key=lambda b: b if b >= 0 else slot.nbytes - b)
+            # Report the write closest to the array: the first byte past its end, or the last before it.
+            nearest = min(written, key=lambda b: b - slot.nbytes if b >= 0 else -b)
             itemsize = array.array.dtype.itemsize
             raise errors.OutOfBoundsError(
                 kernel.entry,
@@ -208,6 +209,11 @@ class _Array:
     dtype: str
 
 
+def _view(a: np.ndarray) -> tuple[object, ...]:
+    """What makes two arrays the same view of memory."""
+    return a.__array_interface__["data"][0], a.shape, a.strides, a.dtype
+
+
 def _distinct_arrays(kernel: KernelSource, args: Sequence[object]) -> tuple[list[_Array], list[int | None]]:
     """The arrays behind the pointer arguments, and for each parameter the index of its array (None for
     scalars). The same memory passed twice (the same array, or identical views) is one buffer in the
@@ -222,9 +228,7 @@ def _distinct_arrays(kernel: KernelSource, args: Sequence[object]) -> tuple[list
         for i, known in enumerate(arrays):
             if not np.may_share_memory(a, known.array):
                 continue
-            same = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype) == (
-                known.array.__array_interface__["data"][0], known.array.shape, known.array.strides, known.array.dtype)
-            if same:
+            if _view(a) == _view(known.array):
                 index.append(i)
                 break
             if np.shares_memory(a, known.array):

@@ -59,7 +59,7 @@ typedef struct wm_buffer {
     const char *dtype;
 } wm_buffer;
 
-/* A launch as Python writes it at WM_DESC_OFFSET of the shared region (mirrored in launch.py). */
+/* A launch as Python writes it at WM_DESC_OFFSET of the shared region (mirrored in abi.py). */
 typedef struct wm_launch_desc {
     const char *so_path; /* set by the child: the kernel library's received descriptor */
     const char *entry_symbol;
