@@ -26,7 +26,6 @@ from db.repository import (
     upsert_statement,
 )
 
-FINAL_STATUSES = tuple(s for s in JOB_STATUSES if s not in ACTIVE_JOB_STATUSES)
 _ACTIVE_PREDICATE = text("status IN ('queued', 'running')")
 
 
