@@ -37,6 +37,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+#: The statuses the storage accepts, spelled here once. ``search.trial.TrialStatus`` and the CHECK
+#: constraints that the migrations create must agree (tests/db/test_statuses.py): changing a list needs
+#: a migration of its constraint, and the enum follows the trial list.
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 ACTIVE_JOB_STATUSES = ("queued", "running")
 TRIAL_STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "invalid")
