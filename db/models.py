@@ -53,6 +53,11 @@ def _one_of(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
+#: The predicate of the partial unique index on active jobs. An upsert that means to use that index as
+#: its conflict arbiter must name the same predicate, so both take it from here.
+ACTIVE_JOB_PREDICATE = _one_of("status", ACTIVE_JOB_STATUSES)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -107,8 +112,8 @@ class Job(Base):
             "device_id",
             "toolchain_id",
             unique=True,
-            sqlite_where=text(_one_of("status", ACTIVE_JOB_STATUSES)),
-            postgresql_where=text(_one_of("status", ACTIVE_JOB_STATUSES)),
+            sqlite_where=text(ACTIVE_JOB_PREDICATE),
+            postgresql_where=text(ACTIVE_JOB_PREDICATE),
         ),
         Index("ix_wm_jobs_status_created", "status", "created_at"),
     )

@@ -15,7 +15,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from db import ConflictError, TrialResult, list_trials, record_trial, session_scope, submit_job
-from db.models import JOB_STATUSES, TRIAL_STATUSES, Trial, utcnow
+from db.models import ACTIVE_JOB_STATUSES, JOB_STATUSES, TRIAL_STATUSES, Trial, utcnow
 from search.trial import TrialStatus
 
 _QUOTED = re.compile(r"'([^']*)'")
@@ -47,6 +47,13 @@ def test_the_migrated_constraint_allows_exactly_the_listed_statuses(
     engine: Engine, table: str, statuses: tuple[str, ...]
 ) -> None:
     assert status_values(engine, table) == set(statuses)
+
+
+def test_the_migrated_active_job_index_covers_exactly_the_active_statuses(engine: Engine) -> None:
+    """Its predicate must match the one the job upsert names (db.models.ACTIVE_JOB_PREDICATE)."""
+    (index,) = [i for i in inspect(engine).get_indexes("wm_jobs") if i["name"] == "uq_wm_jobs_active_key"]
+    (predicate,) = [value for key, value in index["dialect_options"].items() if key.endswith("_where")]
+    assert set(_QUOTED.findall(str(predicate))) == set(ACTIVE_JOB_STATUSES)
 
 
 def test_every_trial_status_is_stored_and_no_other(engine: Engine, workload, device, toolchain) -> None:
