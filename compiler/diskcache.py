@@ -17,11 +17,14 @@ does not rescan on every write.
 
 Example::
 
-    >>> cache = DiskCache(Path("/tmp/wm"), max_bytes=1 << 20)
+    >>> import tempfile
+    >>> cache = DiskCache(Path(tempfile.mkdtemp()), max_bytes=1 << 20)
     >>> key = cache_key("kernel source", "sm_80")
-    >>> cache.put(key, b"\\x7fELF...")          # doctest: +SKIP
-    >>> cache.get(key)                          # doctest: +SKIP
-    b'\\x7fELF...'
+    >>> cache.put(key, b"\\x7fELF...").relative_to(cache.root)       # the digest names the payload
+    PosixPath('v1/5e/5ef9...53ee3f.e7ebbbb47f821413')
+    >>> cache.get(key), cache.get(cache_key("other source", "sm_80"))
+    (b'\\x7fELF...', None)
+    >>> shutil.rmtree(cache.root)
 """
 
 from __future__ import annotations

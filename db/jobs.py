@@ -15,7 +15,7 @@ from sqlalchemy import Select, and_, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from db.errors import ConflictError, LeaseLostError, NotFoundError
-from db.models import ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
+from db.models import ACTIVE_JOB_PREDICATE, ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
 from db.records import DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
 from db.repository import (
     device_info,
@@ -26,8 +26,7 @@ from db.repository import (
     upsert_statement,
 )
 
-FINAL_STATUSES = tuple(s for s in JOB_STATUSES if s not in ACTIVE_JOB_STATUSES)
-_ACTIVE_PREDICATE = text("status IN ('queued', 'running')")
+_ACTIVE_PREDICATE = text(ACTIVE_JOB_PREDICATE)
 
 
 def _job_query() -> Select[Any]:

@@ -37,6 +37,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+#: The statuses the storage accepts, spelled here once. ``search.trial.TrialStatus`` and the CHECK
+#: constraints that the migrations create must agree (tests/db/test_statuses.py): changing a list needs
+#: a migration of its constraint, and the enum follows the trial list.
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 ACTIVE_JOB_STATUSES = ("queued", "running")
 TRIAL_STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "invalid")
@@ -48,6 +51,11 @@ def utcnow() -> datetime:
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+#: The predicate of the partial unique index on active jobs. An upsert that means to use that index as
+#: its conflict arbiter must name the same predicate, so both take it from here.
+ACTIVE_JOB_PREDICATE = _one_of("status", ACTIVE_JOB_STATUSES)
 
 
 class Base(DeclarativeBase):
@@ -104,8 +112,8 @@ class Job(Base):
             "device_id",
             "toolchain_id",
             unique=True,
-            sqlite_where=text(_one_of("status", ACTIVE_JOB_STATUSES)),
-            postgresql_where=text(_one_of("status", ACTIVE_JOB_STATUSES)),
+            sqlite_where=text(ACTIVE_JOB_PREDICATE),
+            postgresql_where=text(ACTIVE_JOB_PREDICATE),
         ),
         Index("ix_wm_jobs_status_created", "status", "created_at"),
     )

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from compiler.source import KernelSource
 from db.keys import canonical_json, device_key, spec_hash, toolchain_key, workload_key
 from db.models import TRIAL_STATUSES
 
@@ -81,31 +80,6 @@ class KernelResult:
             raise ValueError(f"kernel {self.entry!r}: latency_us must be positive, got {self.latency_us!r}")
         if self.trials_used < 0:
             raise ValueError(f"kernel {self.entry!r}: trials_used must be >= 0, got {self.trials_used}")
-
-    @classmethod
-    def from_kernel_source(
-        cls,
-        kernel: KernelSource,
-        *,
-        schedule: Mapping[str, Any],
-        latency_us: float,
-        trials_used: int,
-        binary: bytes | None = None,
-        gflops: float | None = None,
-    ) -> KernelResult:
-        return cls(
-            schedule=schedule,
-            source=kernel.source,
-            entry=kernel.entry,
-            grid=kernel.grid,
-            block=kernel.block,
-            shared_bytes=kernel.shared_bytes,
-            params=tuple({"name": p.name, "dtype": p.dtype, "pointer": p.pointer} for p in kernel.params),
-            latency_us=latency_us,
-            trials_used=trials_used,
-            binary=binary,
-            gflops=gflops,
-        )
 
     def fields(self) -> dict[str, Any]:
         """The plain, JSON-ready fields every stored form shares (the binary excepted)."""

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 
 class TrialStatus(StrEnum):
+    """How a trial ended; its values are the storage's ``db.models.TRIAL_STATUSES``, in the same order."""
+
     OK = "ok"
     COMPILE_ERROR = "compile_error"
     LAUNCH_ERROR = "launch_error"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import doctest
 import json
 import math
 import re
@@ -16,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import compiler.mapping as mapping_module
 from compiler.mapping import (
     ComposedMapping,
     LoopAttr,
@@ -266,11 +264,6 @@ def test_equality_hashing_and_immutability() -> None:
         a.outer = spatial(1, 1)  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         spatial(2).shape = (3,)  # type: ignore[misc]
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(mapping_module)
-    assert result.failed == 0 and result.attempted >= 10
 
 
 def test_loop_attrs() -> None:

@@ -24,6 +24,7 @@ from db import (
     session_scope,
 )
 from db.models import Device, Kernel, Workload
+from search.records import kernel_result
 
 Make = Callable[..., KernelResult]
 
@@ -188,9 +189,7 @@ def test_kernel_from_compiler_hand_off(engine: Engine, workload, device, toolcha
         params=(Param("a", "float32"), Param("c", "float32"), Param("n", "int32", pointer=False)),
         shared_bytes=8192,
     )
-    result = KernelResult.from_kernel_source(
-        source, schedule={"block_m": 64}, latency_us=33.0, trials_used=40, binary=b"cubin"
-    )
+    result = kernel_result(source, schedule={"block_m": 64}, latency_us=33.0, trials_used=40, binary=b"cubin")
     _save(engine, workload, device, toolchain, result)
     hit = _lookup(engine, workload, device, toolchain)
     assert hit is not None

@@ -1,11 +1,4 @@
-import doctest
-
-from service.cli import table
 from service.cli.table import format_table, format_value
-
-
-def test_docstring_examples():
-    assert doctest.testmod(table).failed == 0
 
 
 def test_values_read_as_shapes_and_short_numbers():

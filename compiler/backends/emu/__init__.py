@@ -2,10 +2,19 @@
 
 Example::
 
+    >>> import numpy as np
+    >>> from compiler.backends import emu
+    >>> from compiler.source import KernelSource, Param
+    >>> src = '''extern "C" __global__ void scale(float* x, int n) {
+    ...   int i = blockIdx.x * blockDim.x + threadIdx.x;
+    ...   if (i < n) x[i] *= 2.0f;
+    ... }'''
     >>> k = KernelSource("scale", src, grid=(4, 1, 1), block=(256, 1, 1),
     ...                  params=(Param("x", "float32"), Param("n", "int32", pointer=False)))
-    >>> x = np.random.rand(1000).astype(np.float32)
-    >>> emu.run(k, [x, 1000])              # x is updated in place
+    >>> x = np.arange(1000, dtype=np.float32)
+    >>> stats = emu.run(k, [x, 1000])      # x is updated in place
+    >>> x[:3], x[-2:]
+    (array([0., 2., 4.], dtype=float32), array([1996., 1998.], dtype=float32))
 
 ``compile_kernel`` and ``launch`` are the two halves of ``run``.
 
