@@ -161,10 +161,16 @@ def run(args: argparse.Namespace) -> int:
     min_bytes = operator.min_bytes(spec)
     check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
     device = device_preset(args.gpu)
-    space = operator.space(spec, device, args.level)
+    try:
+        space = operator.space(spec, device, args.level)
+    except ValueError as exc:  # a template that can say up front it cannot serve this spec or level
+        raise CliError(str(exc)) from None
     enumeration = space.enumerate()
-    schedules = space.sample(args.sample, args.seed) if args.sample else enumeration.valid
     rejected = ", ".join(f"{count} {name}" for name, count in enumeration.rejected.items()) or "none"
+    if not enumeration.valid:
+        raise CliError(f"no schedule of space {space.template} level {args.level} can serve this spec "
+                       f"({enumeration.total} combinations, rejected: {rejected})")
+    schedules = space.sample(args.sample, args.seed) if args.sample else enumeration.valid
     print(f"{operator.name} {spec.canonical_json()}")
     print(f"space {space.template} level {args.level}: {enumeration.total} combinations, "
           f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.device}")
@@ -175,9 +181,6 @@ def run(args: argparse.Namespace) -> int:
                               on_result=progress, seed=args.seed, timeout_s=args.timeout, cache=cache)
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    if not results:
-        print("no valid schedule to check")
-        return 1
     header = ["#", *schedule_values(results[0].schedule), "regs", "smem", "rel_err", "result", "note"]
     print(format_table(header, [_row(i, r) for i, r in enumerate(results)]))
     counts = Counter(r.status for r in results)

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from compiler.backends import get_runner
+from compiler.ops import get_operator
+from compiler.space import Enumeration
 from service.cli import check, main
 
 SPEC = '{"op":"matmul","m":67,"n":45,"k":83,"batch":3,"layout_a":"col"}'
@@ -142,3 +144,40 @@ def test_progress_on_a_terminal_rewrites_one_line() -> None:
     for done in (1, 2, 3):
         progress(done, None)  # type: ignore[arg-type]
     assert log.text.count("\r") == 3 and "\n" not in log.text
+
+
+class _WithSpace:
+    """The matmul operator with another ``space``."""
+
+    def __init__(self, space: object) -> None:
+        self.space, self._operator = space, get_operator("matmul")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._operator, name)
+
+
+class _EmptySpace:
+    template = "matmul_simt"
+
+    def enumerate(self) -> Enumeration[object]:
+        return Enumeration(valid=(), rejected={"index width": 32})
+
+
+def test_an_empty_space_is_exit_2_naming_what_ruled_each_schedule_out(
+    capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check, "get_operator", lambda _name: _WithSpace(lambda *_args: _EmptySpace()))
+    assert main(["check", "--spec", SPEC]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("no schedule of space matmul_simt level 1 can serve this spec "
+                        "(32 combinations, rejected: 32 index width)\n")
+
+
+def test_a_space_that_refuses_the_spec_is_exit_2(capsys: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object) -> None:
+        raise ValueError("matmul: m = 16777216 needs 64-bit indices, which no level-1 template uses")
+
+    monkeypatch.setattr(check, "get_operator", lambda _name: _WithSpace(refuse))
+    assert main(["check", "--spec", SPEC]) == 2
+    assert capsys.readouterr().err == ("warpmap check: error: matmul: m = 16777216 needs 64-bit indices, "
+                                       "which no level-1 template uses\n")
