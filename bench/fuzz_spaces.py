@@ -17,6 +17,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from scratch_cache import add_cache_option, use_cache_dir
+
 from compiler.backends import get_runner
 from compiler.device import device_preset
 from compiler.ops import get_operator, parse_spec
@@ -54,7 +56,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=3, help="schedules sampled from each space")
+    add_cache_option(parser)
     opts = parser.parse_args()
+    use_cache_dir(opts.cache_dir)
     rnd = random.Random(opts.seed)
     device, runner = device_preset("h200"), get_runner("emu")
     deadline = time.monotonic() + 60 * opts.minutes

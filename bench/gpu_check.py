@@ -13,6 +13,8 @@ import sys
 import time
 from collections import Counter
 
+from scratch_cache import add_cache_option, use_cache_dir
+
 from compiler.backends import get_runner
 from compiler.device import DEVICES, DeviceSpec
 from compiler.diskcache import DiskCache, default_cache_root
@@ -63,7 +65,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--level", type=int, default=1)
     parser.add_argument("--only", help="check only this operator")
+    add_cache_option(parser)
     args = parser.parse_args()
+    use_cache_dir(args.cache_dir)
     runner = get_runner("cuda")
     reason = runner.unavailable_reason()
     if reason is not None:

@@ -23,10 +23,13 @@ from typing import Any
 from cuda.bindings import driver
 from cuda.pathfinder import DynamicLibNotFoundError, find_nvidia_header_directory
 
+from compiler.backends.emu.build import EmuConfig
 from compiler.backends.nvrtc import compile_source, nvrtc_version, supported_archs
 from compiler.source import KernelSource
 
-HOST_COMPILERS = ("c++", "g++", "clang++")
+#: The compiler the emulator runs; reporting another one found on PATH would say the emulator works
+#: where it cannot.
+HOST_COMPILERS = (EmuConfig.cxx,)
 _PROBE_TIMEOUT_S = 30.0
 
 _SMOKE_KERNEL = KernelSource(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TextIO
@@ -234,20 +234,26 @@ def parse_export_record(line: str, number: int) -> Entry:
     return workload, device, toolchain, result
 
 
-def read_export(lines: Iterable[str]) -> Iterator[Entry]:
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            yield parse_export_record(line, number)
-
-
-def import_jsonl(*, session: Session, stream: TextIO) -> ImportReport:
+def import_jsonl(
+    *, session: Session, stream: TextIO, validate: Callable[[WorkloadSpec], object] | None = None
+) -> ImportReport:
     """Merge an export into the cache, line by line, in the caller's transaction.
 
-    A malformed line raises :class:`ImportFormatError`; :func:`db.session.session_scope` then rolls
-    back the whole import, so a bad file changes nothing.
+    ``validate`` checks each record's workload with the caller's spec models (storage knows no
+    operators); a ``ValueError`` from it, like a malformed line, raises :class:`ImportFormatError`
+    naming the line, and :func:`db.session.session_scope` then rolls back the whole import, so a bad
+    file changes nothing.
     """
     read = stored = 0
-    for workload, device, toolchain, result in read_export(stream):
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        workload, device, toolchain, result = parse_export_record(line, number)
+        if validate is not None:
+            try:
+                validate(workload)
+            except ValueError as exc:
+                raise ImportFormatError(f"line {number} ({workload.op} workload): {exc}") from exc
         read += 1
         stored += save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=result)
     return ImportReport(read=read, stored=stored, kept=read - stored)

@@ -7,6 +7,7 @@ migrates without a repository checkout.
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,21 +56,24 @@ def revisions() -> list[str]:
 def _sqlite_migration_lock(url: str) -> Iterator[None]:
     """Serialise migrations of one SQLite file across processes (PostgreSQL uses an advisory lock).
 
-    A lock file beside the database, held with ``flock`` for the whole migration: several service
-    processes starting together must not interleave their version checks and DDL.
+    An ``flock`` on the database's folder, held for the whole migration: several service processes
+    starting together must not interleave their version checks and DDL. The folder rather than a
+    lock file beside the database, which would be left behind (removing it after use would let a
+    waiting process lock a file that is no longer the one others open), and rather than the
+    database file itself, whose locks belong to SQLite.
     """
     parsed = parse_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         yield
         return
-    lock_path = Path(parsed.database).with_name(Path(parsed.database).name + ".migrate-lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
+    folder = Path(parsed.database).expanduser().absolute().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
 
 
 def _run(action: str, url: str, revision: str) -> None:

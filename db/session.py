@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import ConflictError, DatabaseError, UnavailableError
 
-__all__ = ["create_engine_for", "parse_url", "session_scope", "text", "translate_error"]
+__all__ = ["create_engine_for", "parse_url", "session_scope", "text", "translate_error", "with_timeouts"]
 
 
 def parse_url(url: str) -> URL:
@@ -32,6 +33,27 @@ def parse_url(url: str) -> URL:
         return make_url(url)
     except ArgumentError as exc:
         raise DatabaseError(f"invalid database URL {url!r}: {exc}") from exc
+
+
+def with_timeouts(url: str, *, connect_timeout_s: float, statement_timeout_s: float | None) -> str:
+    """A PostgreSQL ``url`` with libpq's ``connect_timeout`` and a server ``statement_timeout`` added.
+
+    Without them a server that accepts connections and never answers hangs every caller forever.
+    Values already in the URL win; other databases are returned unchanged.
+
+    >>> with_timeouts("postgresql+psycopg://u@h/db", connect_timeout_s=2.5, statement_timeout_s=60)
+    'postgresql+psycopg://u@h/db?connect_timeout=3&options=-c+statement_timeout%3D60000'
+    >>> with_timeouts("sqlite:///x.db", connect_timeout_s=2, statement_timeout_s=None)
+    'sqlite:///x.db'
+    """
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return url
+    query = dict(parsed.query)
+    query.setdefault("connect_timeout", str(max(1, math.ceil(connect_timeout_s))))
+    if statement_timeout_s is not None:
+        query.setdefault("options", f"-c statement_timeout={round(statement_timeout_s * 1000)}")
+    return parsed.set(query=query).render_as_string(hide_password=False)
 
 
 def _enable_wal(cursor: Any, busy_timeout_s: float) -> None:

@@ -7,13 +7,16 @@ The K dimension advances 8 at a time through two shared-memory buffers: while th
 one tile, every thread has already fetched its share of the next tile into registers, and stores it
 into the other buffer afterwards, so a single barrier per step suffices. Edges of any M, N, K are predicated.
 
-Run it to print the generated CUDA, the resources NVRTC reports for sm_80 and sm_90, and a check of its
-result against numpy on the CPU emulator.
+Run it to see the schedule, the resources NVRTC reports for sm_80 and sm_90 and a check of its result
+against numpy on the CPU emulator, ending with the verdict (exit status 1 when it fails); ``--source``
+also prints the generated CUDA.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -129,31 +132,33 @@ def efficient_matmul_source(m: int, n: int, k: int) -> KernelSource:
     return render_cuda(lower(efficient_matmul(m, n, k)))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build, compile and verify the efficient matmul example.")
     parser.add_argument("--size", type=int, nargs=3, default=(256, 256, 256), metavar=("M", "N", "K"))
-    parser.add_argument("--source", action="store_true", help="print the whole generated CUDA source")
-    args = parser.parse_args()
+    parser.add_argument("--source", action="store_true", help="also print the generated CUDA source")
+    args = parser.parse_args(argv)
     m, n, k = args.size
     try:
         source = efficient_matmul_source(m, n, k)
     except ValueError as exc:
         parser.error(str(exc))
-    lines = source.source.splitlines()
-    shown = lines if args.source else [*lines[:40], f"... ({len(lines) - 40} more lines; --source prints all)"]
-    print("\n".join(shown))
-    print(f"\nentry {source.entry}: grid {source.grid}, block {source.block}, params {[p.name for p in source.params]}")
+    print(f"efficient matmul, float32 C[{m}, {n}] = A[{m}, {k}] @ B[{k}, {n}]: kernel {source.entry}, "
+          f"grid {source.grid}, block {source.block}")
+    print(f"schedule: {BLOCK_M} x {BLOCK_N} tile of C per block, K in steps of {BLOCK_K} through two shared "
+          f"buffers;\n  threads -> C tile: {MMA_MAPPING}\n  threads -> A tile: {LOAD_A!r}, B tile: {LOAD_B!r}")
     rows = []
+    built = True
     for arch in DEFAULT_ARCHS:
         result = compile_source(source, arch)
         if not result.ok or result.usage is None:
+            built = False
             rows.append([arch, "failed", "-", "-", "-", "-", result.error.message if result.error else ""])
             continue
         usage = result.usage
         rows.append([arch, "ok", usage.registers, usage.shared_bytes, usage.spill_stores, usage.spill_loads,
                      round(result.compile_ms)])
-    print("\nNVRTC " + ".".join(map(str, nvrtc_version())))
-    print(format_table(["arch", "build", "registers", "smem B", "spill st B", "spill ld B", "ms"], rows))
+    print(f"\nresources (NVRTC {'.'.join(map(str, nvrtc_version()))}):")
+    print(format_table(["arch", "build", "registers", "smem B", "spill st B", "spill ld B", "compile ms"], rows))
 
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -161,9 +166,15 @@ def main() -> None:
     c = np.full((m, n), np.nan, dtype=np.float32)
     stats = emu.run(source, [a, b, c])
     error = relative_error(c.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64))
-    verdict = "pass" if error <= TOLERANCE["float32"] else "FAIL"
-    print(f"\nemulator: {m}x{n}x{k} in {stats.kernel_s * 1e3:.1f} ms, relative error vs numpy {error:.2e} ({verdict})")
+    passed = built and error <= TOLERANCE["float32"]
+    print(f"\nemulator: ran in {stats.kernel_s * 1e3:.1f} ms; relative error vs numpy {error:.2e} "
+          f"(tolerance {TOLERANCE['float32']:.0e})")
+    if args.source:
+        print(f"\n{source.source.rstrip()}\n")
+    reason = "" if passed else (" (an NVRTC build failed)" if not built else " (result differs from numpy)")
+    print(f"verdict: {'pass' if passed else 'FAIL'}{reason}")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

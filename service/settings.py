@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL: ``sqlite:///path`` or ``postgresql+psycopg://user@host:port/db``.
     database_url: str = ""
     database_echo: bool = False
+    #: How long to wait for a PostgreSQL server to accept a connection (libpq rounds up, minimum 2 s).
+    database_connect_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    #: The longest one PostgreSQL statement may run; 0 for no limit.
+    database_statement_timeout_s: float = Field(default=300.0, ge=0, allow_inf_nan=False)
     #: How long a SQLite writer waits for the file lock before giving up.
     sqlite_busy_timeout_s: float = Field(default=30.0, gt=0)
     #: Run ``warpmap db upgrade`` automatically when the service starts.

@@ -16,7 +16,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,12 +25,10 @@ from typing import Any, TextIO
 from sqlalchemy.orm import Session
 
 from db.cache import (
-    ImportFormatError,
     KernelFilter,
     cache_stats,
     evict,
     export_jsonl,
-    import_jsonl,
     list_kernels,
     to_export_record,
 )
@@ -39,11 +37,14 @@ from db.migrate import current_revision, head_revision
 from db.records import CachedKernel
 from db.repository import get_kernel
 from db.session import create_engine_for, session_scope
-from service.cli.db import add_database_option, database_url, describe_revision, shown
+from service.cli.db import database_url, describe_revision, shown
 from service.cli.errors import CliError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_ID = re.compile(r"[0-9]+")
+#: Kernel ids are 64-bit signed integers in every database we support.
+_MAX_ID = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -85,7 +86,7 @@ def human_bytes(count: int) -> str:
 
 
 @contextmanager
-def _session(args: argparse.Namespace) -> Iterator[Session]:
+def cache_session(args: argparse.Namespace) -> Iterator[Session]:
     """A session on a database that is migrated to head; database errors become CLI errors."""
     url = database_url(args)
     try:
@@ -99,7 +100,7 @@ def _session(args: argparse.Namespace) -> Iterator[Session]:
         finally:
             engine.dispose()
     except DatabaseError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(f"{shown(url)}: {exc}") from exc
 
 
 def _filter(args: argparse.Namespace) -> KernelFilter:
@@ -114,10 +115,10 @@ def _filter(args: argparse.Namespace) -> KernelFilter:
     )
 
 
-def _ls(args: argparse.Namespace) -> int:
+def ls_command(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
-    with _session(args) as session:
+    with cache_session(args) as session:
         kernels = list_kernels(session=session, where=_filter(args), limit=args.limit)
     if args.json:
         for k in kernels:
@@ -152,10 +153,12 @@ def _described(kernel: CachedKernel, *, with_source: bool) -> dict[str, Any]:
     return record
 
 
-def _show(args: argparse.Namespace) -> int:
+def show_command(args: argparse.Namespace) -> int:
     """By id: one JSON object. By workload key: a JSON list, one entry per device and toolchain."""
-    with _session(args) as session:
-        if args.kernel.isdigit():
+    with cache_session(args) as session:
+        if _ID.fullmatch(args.kernel):
+            if int(args.kernel) > _MAX_ID:
+                raise CliError(f"no cached kernel with id {args.kernel}: ids are at most {_MAX_ID}")
             try:
                 kernel = get_kernel(session=session, kernel_id=int(args.kernel))
             except DatabaseError as exc:
@@ -170,8 +173,8 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(args: argparse.Namespace) -> int:
-    with _session(args) as session:
+def stats_command(args: argparse.Namespace) -> int:
+    with cache_session(args) as session:
         stats = cache_stats(session=session)
     if args.json:
         print(json.dumps({"rows": stats.rows, "bytes": stats.bytes}))
@@ -185,12 +188,12 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evict(args: argparse.Namespace) -> int:
+def evict_command(args: argparse.Namespace) -> int:
     if args.older_than is None and args.max_size is None:
         raise CliError("say what to evict: --older-than DURATION and/or --max-size SIZE")
     older_than = datetime.now(UTC) - parse_duration(args.older_than) if args.older_than else None
     max_bytes = parse_size(args.max_size) if args.max_size else None
-    with _session(args) as session:
+    with cache_session(args) as session:
         report = evict(session=session, older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     print(
@@ -200,80 +203,19 @@ def _evict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(args: argparse.Namespace) -> int:
-    with _session(args) as session:
+def export_command(args: argparse.Namespace) -> int:
+    with cache_session(args) as session:
         if args.file == "-":
             count = export_jsonl(session=session, stream=sys.stdout, where=_filter(args))
         else:
-            with _open(args.file, "w") as stream:
+            with open_file(args.file, "w") as stream:
                 count = export_jsonl(session=session, stream=stream, where=_filter(args))
     print(f"exported {count} kernel(s)", file=sys.stderr)
     return 0
 
 
-def _import(args: argparse.Namespace) -> int:
-    with _session(args) as session:
-        try:
-            if args.file == "-":
-                report = import_jsonl(session=session, stream=sys.stdin)
-            else:
-                with _open(args.file, "r") as stream:
-                    report = import_jsonl(session=session, stream=stream)
-        except ImportFormatError as exc:
-            raise CliError(f"{args.file}: {exc}; nothing was imported") from exc
-        except UnicodeDecodeError as exc:
-            raise CliError(f"{args.file}: not UTF-8 text ({exc.reason}); nothing was imported") from exc
-    kept = f"{report.kept} kept (the local one was as fast or faster)"
-    print(f"read {report.read} kernel(s): {report.stored} stored, {kept}")
-    return 0
-
-
-def _open(name: str, mode: str) -> TextIO:
+def open_file(name: str, mode: str) -> TextIO:
     try:
         return Path(name).open(mode, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot open {name!r}: {exc.strerror}") from exc
-
-
-def _add_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--op", help="operator name, e.g. matmul")
-    parser.add_argument("--workload", help="exact workload key, e.g. matmul:1776f0bef7b8c162")
-    parser.add_argument("--device", help="device key, or part of the device name (case-insensitive)")
-    parser.add_argument("--arch", help="compute capability or ISA, e.g. sm_90")
-    parser.add_argument("--toolchain", help="exact toolchain key")
-    parser.add_argument("--older-than", metavar="DURATION", help="only entries last updated before, e.g. 30d")
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("cache", help="inspect and manage the tuned-kernel cache")
-    commands = parser.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
-
-    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        add_database_option(sub)
-        sub.set_defaults(func=func)
-        return sub
-
-    ls = command("ls", "list cached kernels, newest first", _ls)
-    _add_filters(ls)
-    ls.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
-    ls.add_argument("--json", action="store_true", help="one JSON object per line")
-
-    show = command("show", "print a cached kernel, by id or by workload key", _show)
-    show.add_argument("kernel", help="kernel id or workload key, as printed by `warpmap cache ls`")
-    show.add_argument("--source", action="store_true", help="include the CUDA source")
-
-    stats = command("stats", "number of kernels and bytes, by device and operator", _stats)
-    stats.add_argument("--json", action="store_true", help="print rows and bytes as JSON")
-
-    ev = command("evict", "remove old entries, then least recently used ones over a size budget", _evict)
-    ev.add_argument("--older-than", metavar="DURATION", help="remove entries not used for this long, e.g. 90d")
-    ev.add_argument("--max-size", metavar="SIZE", help="then keep at most this many bytes, e.g. 2GiB")
-    ev.add_argument("--dry-run", action="store_true", help="report what would go, remove nothing")
-
-    export = command("export", "write kernels as JSON lines (binaries base64)", _export)
-    _add_filters(export)
-    export.add_argument("file", nargs="?", default="-", help="output file (default: standard output)")
-
-    imp = command("import", "merge a JSON-lines export; faster entries win", _import)
-    imp.add_argument("file", help="input file, or - for standard input")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,25 +12,25 @@ from sqlalchemy.engine import make_url
 
 from db.errors import DatabaseError
 from db.migrate import current_revision, downgrade, head_revision, upgrade
+from db.session import with_timeouts
 from service.cli.errors import CliError
 from service.settings import Settings
 
 
-def add_database_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        metavar="URL",
-        help="SQLAlchemy database URL (default: $WARPMAP_DATABASE_URL, else SQLite in the user data folder)",
-    )
-
-
 def database_url(args: argparse.Namespace) -> str:
-    """The URL from ``--database-url``, else from the settings (environment, then the default)."""
+    """The URL from ``--database-url``, else from the settings (environment, then the default), with
+    the settings' connect and statement timeouts added for PostgreSQL."""
     try:
         overrides: dict[str, Any] = {"database_url": args.database_url} if args.database_url else {}
-        return Settings(**overrides).database_url
+        settings = Settings(**overrides)
     except ValidationError as exc:
         raise CliError("; ".join(error["msg"] for error in exc.errors())) from exc
+    statement_s = settings.database_statement_timeout_s
+    try:
+        return with_timeouts(settings.database_url, connect_timeout_s=settings.database_connect_timeout_s,
+                             statement_timeout_s=statement_s or None)
+    except DatabaseError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def shown(url: str) -> str:
@@ -54,36 +55,33 @@ def _migrate_and_show(args: argparse.Namespace, action: Callable[[str, str], Non
             action(url, args.revision)
         print(f"{shown(url)}: {describe_revision(current_revision(url))}")
     except DatabaseError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(f"{shown(url)}: {exc}") from exc
     return 0
 
 
-def _upgrade(args: argparse.Namespace) -> int:
+def confirm_downgrade(args: argparse.Namespace, url: str) -> None:
+    """Ask before a downgrade drops tables and the rows in them; ``--yes`` skips the question.
+
+    Without a terminal to ask on (a script, CI), refuse rather than guess.
+    """
+    if args.yes:
+        return
+    question = f"downgrading {shown(url)} to {args.revision!r} drops tables and the data in them"
+    if not sys.stdin.isatty():
+        raise CliError(f"{question}; pass --yes to confirm (standard input is not a terminal)")
+    answer = input(f"{question}. Type 'yes' to go on: ")
+    if answer.strip().lower() != "yes":
+        raise CliError("downgrade cancelled; nothing was changed")
+
+
+def upgrade_command(args: argparse.Namespace) -> int:
     return _migrate_and_show(args, upgrade)
 
 
-def _downgrade(args: argparse.Namespace) -> int:
+def downgrade_command(args: argparse.Namespace) -> int:
+    confirm_downgrade(args, database_url(args))
     return _migrate_and_show(args, downgrade)
 
 
-def _current(args: argparse.Namespace) -> int:
+def current_command(args: argparse.Namespace) -> int:
     return _migrate_and_show(args, None)
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("db", help="create or migrate the tuning database")
-    commands = parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-
-    up = commands.add_parser("upgrade", help="migrate the schema up (to the newest revision by default)")
-    up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
-    add_database_option(up)
-    up.set_defaults(func=_upgrade)
-
-    down = commands.add_parser("downgrade", help="migrate the schema down")
-    down.add_argument("revision", help="target revision: an id, -1 for one step, or base for nothing")
-    add_database_option(down)
-    down.set_defaults(func=_downgrade)
-
-    current = commands.add_parser("current", help="print the schema revision of the database")
-    add_database_option(current)
-    current.set_defaults(func=_current)

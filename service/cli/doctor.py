@@ -1,7 +1,8 @@
 """``warpmap doctor``: what this machine offers warpmap, as a table or as JSON.
 
-Exits 0 whenever NVRTC works, GPU or not (no GPU is a normal state: the ``cpu`` and ``emu`` targets
-need none); exits 1 when NVRTC itself is unusable, since nothing can be built then.
+Exits 0 when every piece a run needs is there, GPU or not (no GPU is a normal state: the ``cpu`` and
+``emu`` targets need none); exits 1 when NVRTC is unusable, the CUDA headers are missing or the
+emulator's C++ compiler is not on PATH, since kernels cannot be built or checked then.
 """
 
 from __future__ import annotations
@@ -18,12 +19,6 @@ from service.cli import table
 Row = tuple[str, str, str]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("doctor", help="check the toolchain: NVRTC, CUDA headers, host compiler, GPUs")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
-
-
 def run(args: argparse.Namespace) -> int:
     report = detect_toolchain()
     print(json.dumps(report_json(report), indent=2) if args.json else format_table(report_rows(report)))
@@ -31,7 +26,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def exit_status(report: ToolchainReport) -> int:
-    return 0 if report.nvrtc.usable else 1
+    """1 when a required piece is missing: NVRTC, complete CUDA headers, the emulator's compiler."""
+    required = (report.nvrtc.usable, report.headers.path is not None and report.headers.reason is None,
+                report.host_compiler.path is not None)
+    return 0 if all(required) else 1
 
 
 def report_rows(report: ToolchainReport) -> list[Row]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
@@ -21,6 +23,7 @@ from db import (
     session_scope,
 )
 from db.models import ApiKey, Workload
+from db.session import with_timeouts
 
 
 def test_foreign_key_violation_becomes_conflict_error(engine: Engine) -> None:
@@ -91,3 +94,15 @@ def test_api_keys_are_hashed_checked_and_revoked(engine: Engine) -> None:
         assert revoke_api_key(session=session, key_id=record.id).revoked_at == revoked.revoked_at
         assert authenticate_api_key(session=session, token=token) is None
         assert [k.name for k in list_api_keys(session=session)] == ["ci"]
+
+
+@pytest.mark.postgres
+def test_with_timeouts_stops_a_long_statement_on_postgresql(postgres_server: Any) -> None:  # conftest's PostgresServer
+    url = with_timeouts(postgres_server.url(postgres_server.create_database()), connect_timeout_s=5,
+                        statement_timeout_s=0.5)
+    engine = create_engine_for(url)
+    try:
+        with pytest.raises(DatabaseError, match="statement timeout"), session_scope(engine) as session:
+            session.execute(text("SELECT pg_sleep(5)"))
+    finally:
+        engine.dispose()

@@ -65,10 +65,24 @@ def test_bad_sizes_are_rejected():
         example.efficient_matmul(4, 0, 4)
 
 
-def test_main_prints_resources_and_a_passing_emulator_check(capsys, monkeypatch):
-    monkeypatch.setattr("sys.argv", ["efficient_matmul.py", "--size", "70", "260", "9"])
-    example.main()
+def test_main_leads_with_the_schedule_and_ends_with_the_verdict(capsys):
+    assert example.main(["--size", "70", "260", "9"]) == 0
     out = capsys.readouterr().out
-    assert "sm_80  ok" in out
-    assert "sm_90  ok" in out
-    assert "(pass)" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("efficient matmul, float32 C[70, 260]")
+    assert lines[1].startswith("schedule: 64 x 256 tile")
+    assert "sm_80  ok" in out and "sm_90  ok" in out and "compile ms" in out
+    assert "__global__" not in out  # the source only on request
+    assert lines[-1] == "verdict: pass"
+
+
+def test_main_prints_the_source_on_request(capsys):
+    assert example.main(["--size", "8", "8", "8", "--source"]) == 0
+    out = capsys.readouterr().out
+    assert "__global__" in out and out.splitlines()[-1] == "verdict: pass"
+
+
+def test_main_exits_1_when_the_result_is_wrong(capsys, monkeypatch):
+    monkeypatch.setattr(example, "TOLERANCE", {"float32": -1.0})  # no result can be this close
+    assert example.main(["--size", "8", "8", "8"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "verdict: FAIL (result differs from numpy)"

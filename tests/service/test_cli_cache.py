@@ -199,3 +199,38 @@ def test_import_missing_or_binary_file_is_exit_2(db_url: str, tmp_path: Path, ca
 def test_unmigrated_database_is_exit_2(tmp_path: Path, capsys: Capture) -> None:
     assert cache(f"sqlite:///{tmp_path / 'fresh.db'}", "stats") == 2
     assert "run `warpmap db upgrade`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["99999999999999999999999", str(2**63)])
+def test_show_an_id_past_64_bits_is_exit_2(db_url: str, capsys: Capture, given: str) -> None:
+    assert cache(db_url, "show", given) == 2
+    err = capsys.readouterr().err
+    assert f"no cached kernel with id {given}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"op": "bogus"}, "unknown operator 'bogus'"),
+        ({"spec": {"m": -1, "n": 128, "k": 64}}, "m: Input should be greater than or equal to 1"),
+        ({"spec": {"m": 128, "n": 128}}, "k: Field required"),
+    ],
+)
+def test_import_validates_every_spec_and_stores_nothing_on_error(
+    db_url: str, tmp_path: Path, capsys: Capture, change: dict[str, object], named: str
+) -> None:
+    exported = tmp_path / "cache.jsonl"
+    assert cache(db_url, "export", str(exported)) == 0
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    bad = next(i for i, r in enumerate(records) if r["workload"]["op"] == "matmul")
+    records[bad]["workload"].update(change)
+    records.append(records.pop(bad))  # last, so the good records before it are rolled back
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in records))
+    other = _new_db(tmp_path, "other.db")
+    capsys.readouterr()
+    assert cache(other, "import", str(edited)) == 2
+    err = capsys.readouterr().err
+    assert f"line {len(records)} (" in err and named in err and "nothing was imported" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert _rows(other) == 0

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -8,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from compiler.backends.emu.build import EmuConfig
 from compiler.toolchain import (
+    HOST_COMPILERS,
     GpuDevice,
     GpuInfo,
     HeadersInfo,
@@ -16,7 +17,7 @@ from compiler.toolchain import (
     NvrtcInfo,
     ToolchainReport,
 )
-from service.cli import doctor
+from service.cli import doctor, main
 
 NVRTC = NvrtcInfo(True, "13.5", ("sm_80", "sm_90"), 41.6)
 HEADERS = HeadersInfo(Path("/opt/cuda/include"))
@@ -81,6 +82,33 @@ def test_rows_for_missing_pieces() -> None:
     assert doctor.exit_status(report()) == 0  # no GPU is a normal state
 
 
+@pytest.mark.parametrize("missing", [
+    {"headers": HeadersInfo(None, "not found: install the CUDA header wheels")},
+    {"headers": HeadersInfo(Path("/opt/cuda/include"), "incomplete: mma.h missing from /opt/cuda/include")},
+    {"host_compiler": HostCompilerInfo(None, None, False, "no host C++ compiler on PATH (tried g++)")},
+])
+def test_a_missing_required_piece_exits_1(missing: dict[str, object]) -> None:
+    assert doctor.exit_status(report(**missing)) == 1
+
+
+def test_the_host_compiler_reported_is_the_one_the_emulator_runs() -> None:
+    assert (EmuConfig.cxx,) == HOST_COMPILERS
+
+
+def test_doctor_exits_1_on_a_host_without_the_emulators_compiler(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A PATH with only clang++ and c++ on it: neither is what the emulator runs.
+    for name in ("clang++", "c++"):
+        fake = tmp_path / name
+        fake.write_text("#!/bin/sh\necho fake 1.0\n")
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert run_doctor(["doctor"]) == 1
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("host C++"))
+    assert "missing" in row and EmuConfig.cxx in row
+
+
 def test_json_shape() -> None:
     data = doctor.report_json(report(gpu=TWO_GPUS))
     assert json.loads(json.dumps(data)) == data
@@ -103,10 +131,7 @@ def test_json_shape() -> None:
 
 
 def run_doctor(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="warpmap")
-    doctor.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_doctor_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,35 @@
+"""Arguments of ``warpmap check``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.device import DEVICES
+
+#: Names of the backends; ``compiler.backends.BACKENDS`` maps them to modules (a test keeps them equal).
+DEVICE_NAMES = ("cuda", "emu")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="verify a schedule space against numpy",
+        description="Build the schedules of an operator's space (all, or a seeded sample), run each on the "
+        "device with random inputs and compare with the numpy reference. Exits 1 if any schedule fails.",
+        epilog="`warpmap ops` lists the operators with their spec fields, bounds and an example spec; "
+        "`warpmap ops NAME` shows one.",
+    )
+    parser.add_argument("--spec", required=True,
+                        help='operator spec as JSON, e.g. \'{"op": "matmul", "m": 64, "n": 64, "k": 64}\' '
+                        "(see `warpmap ops`)")
+    parser.add_argument("--level", type=int, default=1, choices=(1, 2), help="schedule space level (default 1)")
+    parser.add_argument("--sample", type=int, metavar="N", help="check a seeded sample of N schedules")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed for the sample and the inputs, 0 or more (default 0)")
+    parser.add_argument("--device", default="emu", choices=DEVICE_NAMES, help="where kernels run (default emu)")
+    parser.add_argument("--gpu", default="h200", type=str.lower, choices=sorted(DEVICES),
+                        help="GPU whose limits shape the space, any case (default h200)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a kernel may run, above 0 (default 60)")
+    parser.add_argument("--jobs", type=int, default=2, help="schedules checked at once (default 2)")
+    parser.set_defaults(handler="service.cli.check:run")
