@@ -75,21 +75,24 @@ static __forceinline__ T wm_shfl_any(unsigned int mask, T var, int kind, int arg
     __builtin_memcpy(&out, &bits, sizeof(T));
     return out;
 }
+/* shfl.sync reads only the low five bits of its lane or offset operand (PTX ISA: b[4:0]), and
+ * CUDA's wrappers pass the argument through unmasked: __shfl_xor_sync(m, v, 33) exchanges with
+ * lane ^ 1, and an offset of 32 (or -32) reads the lane itself. */
 template <typename T>
 static __forceinline__ T __shfl_sync(unsigned int mask, T var, int src_lane, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_IDX, src_lane, width);
+    return wm_shfl_any(mask, var, WM_SHFL_IDX, src_lane & 31, width);
 }
 template <typename T>
 static __forceinline__ T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_UP, (int)delta, width);
+    return wm_shfl_any(mask, var, WM_SHFL_UP, (int)(delta & 31u), width);
 }
 template <typename T>
 static __forceinline__ T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_DOWN, (int)delta, width);
+    return wm_shfl_any(mask, var, WM_SHFL_DOWN, (int)(delta & 31u), width);
 }
 template <typename T>
 static __forceinline__ T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_XOR, lane_mask, width);
+    return wm_shfl_any(mask, var, WM_SHFL_XOR, lane_mask & 31, width);
 }
 
 /* ---- atomics (real atomics: blocks run on several OS threads) -------------------------------- */
