@@ -5,8 +5,10 @@
  * or as an absolute error). A host libm is nearly exact, so a kernel that is right only with exact
  * math would pass here and fail on a GPU. Each function therefore returns the correctly rounded value
  * moved as far as its bound allows, up or down as a hash of the operand bits decides (deterministic,
- * and not a uniform bias that a normalisation such as softmax's could cancel). Zero, infinite and NaN
- * results are returned unmoved: the hardware produces them exactly (exp overflow, log(0), ...).
+ * and not a uniform bias that a normalisation such as softmax's could cancel). Results that are
+ * floats already (zero, infinity, NaN, and exact values such as exp2f(3), cosf(0), __log2f(4),
+ * tanhf(20) = 1) are returned unmoved: the hardware's tables and range reductions hit those
+ * exactly, and kernels may rely on it (powers of two built with exp2f).
  *
  * The bounds assume NVRTC's defaults (-ftz=false, -prec-div=true, -prec-sqrt=true, no fast math):
  * sqrtf, division and fmaf stay IEEE-exact, and subnormals are kept. */
@@ -41,7 +43,7 @@ static __forceinline__ float wm_f32_step(float r, long long steps) {
  * change the sign or, with `limit` > 0, leave [-limit, limit] (tanh(20) must not exceed 1). */
 static __forceinline__ float wm_push_ulps(double exact, long long ulps, unsigned int seed, double limit = 0.0) {
     float r = (float)exact;
-    if (r == 0.0f || !__builtin_isfinite(r)) return r;
+    if (r == 0.0f || !__builtin_isfinite(r) || (double)r == exact) return r;
     float out = wm_f32_step(r, (seed & 1u) ? ulps : -ulps);
     bool flipped_sign = (out < 0.0f) != (r < 0.0f) || out == 0.0f;
     if (flipped_sign || (limit > 0.0 && __builtin_fabs((double)out) > limit)) {
@@ -54,7 +56,7 @@ static __forceinline__ float wm_push_ulps(double exact, long long ulps, unsigned
  * (when positive) keeps the result within [-clamp, clamp], as sine and cosine stay. */
 static __forceinline__ float wm_push_abs(double exact, double err, unsigned int seed, double clamp) {
     float r0 = (float)exact;
-    if (r0 == 0.0f || !__builtin_isfinite(r0)) return r0;
+    if (r0 == 0.0f || !__builtin_isfinite(r0) || (double)r0 == exact) return r0;
     double target = (seed & 1u) ? exact + err : exact - err;
     if (clamp > 0.0 && __builtin_fabs(target) > clamp) target = 2.0 * exact - target;
     float r = (float)target;
