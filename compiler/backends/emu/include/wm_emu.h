@@ -75,21 +75,24 @@ static __forceinline__ T wm_shfl_any(unsigned int mask, T var, int kind, int arg
     __builtin_memcpy(&out, &bits, sizeof(T));
     return out;
 }
+/* shfl.sync reads only the low five bits of its lane or offset operand (PTX ISA: b[4:0]), and
+ * CUDA's wrappers pass the argument through unmasked: __shfl_xor_sync(m, v, 33) exchanges with
+ * lane ^ 1, and an offset of 32 (or -32) reads the lane itself. */
 template <typename T>
 static __forceinline__ T __shfl_sync(unsigned int mask, T var, int src_lane, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_IDX, src_lane, width);
+    return wm_shfl_any(mask, var, WM_SHFL_IDX, src_lane & 31, width);
 }
 template <typename T>
 static __forceinline__ T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_UP, (int)delta, width);
+    return wm_shfl_any(mask, var, WM_SHFL_UP, (int)(delta & 31u), width);
 }
 template <typename T>
 static __forceinline__ T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_DOWN, (int)delta, width);
+    return wm_shfl_any(mask, var, WM_SHFL_DOWN, (int)(delta & 31u), width);
 }
 template <typename T>
 static __forceinline__ T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = 32) {
-    return wm_shfl_any(mask, var, WM_SHFL_XOR, lane_mask, width);
+    return wm_shfl_any(mask, var, WM_SHFL_XOR, lane_mask & 31, width);
 }
 
 /* ---- atomics (real atomics: blocks run on several OS threads) -------------------------------- */
@@ -149,48 +152,47 @@ static __forceinline__ unsigned int min(int a, unsigned int b) { return min((uns
 static __forceinline__ unsigned int min(unsigned int a, int b) { return min(a, (unsigned int)b); }
 static __forceinline__ unsigned int max(int a, unsigned int b) { return max((unsigned int)a, b); }
 static __forceinline__ unsigned int max(unsigned int a, int b) { return max(a, (unsigned int)b); }
-static __forceinline__ float min(float a, float b) { return __builtin_fminf(a, b); }
-static __forceinline__ float max(float a, float b) { return __builtin_fmaxf(a, b); }
+
+static __forceinline__ float __int_as_float(int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
+static __forceinline__ int __float_as_int(float x) { int i; __builtin_memcpy(&i, &x, 4); return i; }
+static __forceinline__ unsigned int __float_as_uint(float x) { unsigned int i; __builtin_memcpy(&i, &x, 4); return i; }
+static __forceinline__ float __uint_as_float(unsigned int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
+
+/* PTX min/max: a NaN operand yields the other one (two NaNs the canonical NaN), and -0 orders below
+ * +0. C's fminf may return either zero, so a kernel could come to depend on an order that the GPU
+ * does not have. Equal operands differ only
+ * when they are zeros of opposite signs: OR-ing the bits picks -0, AND-ing picks +0. */
+static __forceinline__ float fminf(float a, float b) {
+    if (a != a) return b != b ? __uint_as_float(0x7fffffffu) : b;
+    if (b != b) return a;
+    return a == b ? __uint_as_float(__float_as_uint(a) | __float_as_uint(b)) : (a < b ? a : b);
+}
+static __forceinline__ float fmaxf(float a, float b) {
+    if (a != a) return b != b ? __uint_as_float(0x7fffffffu) : b;
+    if (b != b) return a;
+    return a == b ? __uint_as_float(__float_as_uint(a) & __float_as_uint(b)) : (a < b ? b : a);
+}
+static __forceinline__ float min(float a, float b) { return fminf(a, b); }
+static __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
+
+#include "wm_emu_math.h"
 
 #define WM_F1(name, builtin) static __forceinline__ float name(float x) { return builtin(x); }
 #define WM_F2(name, builtin) static __forceinline__ float name(float x, float y) { return builtin(x, y); }
 #define WM_D1(name, builtin) static __forceinline__ double name(double x) { return builtin(x); }
-WM_F1(expf, __builtin_expf)
-WM_F1(exp2f, __builtin_exp2f)
-WM_F1(logf, __builtin_logf)
-WM_F1(log2f, __builtin_log2f)
 WM_F1(sqrtf, __builtin_sqrtf)
 WM_F1(fabsf, __builtin_fabsf)
 WM_F1(floorf, __builtin_floorf)
 WM_F1(ceilf, __builtin_ceilf)
 WM_F1(truncf, __builtin_truncf)
 WM_F1(roundf, __builtin_roundf)
-WM_F1(sinf, __builtin_sinf)
-WM_F1(cosf, __builtin_cosf)
-WM_F1(tanhf, __builtin_tanhf)
-WM_F1(erff, __builtin_erff)
-WM_F1(__expf, __builtin_expf)
-WM_F1(__logf, __builtin_logf)
-WM_F1(__sinf, __builtin_sinf)
-WM_F1(__cosf, __builtin_cosf)
-WM_F2(fminf, __builtin_fminf)
-WM_F2(fmaxf, __builtin_fmaxf)
-WM_F2(powf, __builtin_powf)
-WM_F2(__powf, __builtin_powf)
 WM_F2(fmodf, __builtin_fmodf)
 WM_D1(exp, __builtin_exp)
 WM_D1(log, __builtin_log)
 WM_D1(sqrt, __builtin_sqrt)
 WM_D1(fabs, __builtin_fabs)
 static __forceinline__ float fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
-static __forceinline__ float rsqrtf(float x) { return 1.0f / __builtin_sqrtf(x); }
-static __forceinline__ float __frsqrt_rn(float x) { return 1.0f / __builtin_sqrtf(x); }
-static __forceinline__ float __fdividef(float a, float b) { return a / b; }
 static __forceinline__ float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-static __forceinline__ float __int_as_float(int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
-static __forceinline__ int __float_as_int(float x) { int i; __builtin_memcpy(&i, &x, 4); return i; }
-static __forceinline__ unsigned int __float_as_uint(float x) { unsigned int i; __builtin_memcpy(&i, &x, 4); return i; }
-static __forceinline__ float __uint_as_float(unsigned int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
 static __forceinline__ int __popc(unsigned int x) { return __builtin_popcount(x); }
 static __forceinline__ int __clz(int x) { return x ? __builtin_clz((unsigned int)x) : 32; }
 static __forceinline__ int __ffs(int x) { return __builtin_ffs(x); }

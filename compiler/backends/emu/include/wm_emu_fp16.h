@@ -56,14 +56,29 @@ static __forceinline__ float wm_bf16_bits_to_float(unsigned short h) {
     return out;
 }
 
+/* A double rounded to float with round-to-odd: truncated toward zero, with the last bit set when
+ * anything was dropped. Float keeps at least two bits more than half and bfloat16 (also at
+ * bfloat16's subnormals, which float represents with 16 bits to spare), so rounding this float to
+ * nearest gives the correctly rounded 16-bit value of the double: one rounding, not two. */
+static __forceinline__ float wm_double_to_float_odd(double d) {
+    float f = (float)d;
+    if (d != d || (double)f == d) return f;
+    unsigned int b;
+    __builtin_memcpy(&b, &f, 4);
+    if (__builtin_fabs((double)f) > __builtin_fabs(d)) b -= 1u; /* rounded away from zero: step back */
+    b |= 1u;
+    __builtin_memcpy(&f, &b, 4);
+    return f;
+}
+
 /* One definition for both 16-bit types: NAME is the type, TO/FROM the conversions. */
 #define WM_HALF_TYPE(NAME, TO, FROM)                                                                \
     struct __attribute__((aligned(2))) NAME {                                                      \
         unsigned short __x;                                                                        \
         NAME() = default;                                                                          \
         __forceinline__ NAME(float f) : __x(TO(f)) {}                                              \
-        __forceinline__ NAME(double f) : __x(TO((float)f)) {}                                      \
-        __forceinline__ NAME(int i) : __x(TO((float)i)) {}                                         \
+        __forceinline__ NAME(double f) : __x(TO(wm_double_to_float_odd(f))) {}                     \
+        __forceinline__ NAME(int i) : __x(TO(wm_double_to_float_odd((double)i))) {}               \
         __forceinline__ operator float() const { return FROM(__x); }                               \
         __forceinline__ NAME &operator+=(NAME o) { __x = TO(FROM(__x) + FROM(o.__x)); return *this; } \
         __forceinline__ NAME &operator-=(NAME o) { __x = TO(FROM(__x) - FROM(o.__x)); return *this; } \
@@ -97,20 +112,21 @@ typedef __nv_bfloat162 nv_bfloat162;
 static __forceinline__ __half __float2half_rn(float f) { return wm_make___half(f); }
 static __forceinline__ __half __float2half(float f) { return wm_make___half(f); }
 static __forceinline__ float __half2float(__half h) { return wm_half_bits_to_float(h.__x); }
-static __forceinline__ __half __int2half_rn(int i) { return wm_make___half((float)i); }
+static __forceinline__ __half __int2half_rn(int i) { return __half(i); }
 static __forceinline__ __half __hadd(__half a, __half b) { return a + b; }
 static __forceinline__ __half __hsub(__half a, __half b) { return a - b; }
 static __forceinline__ __half __hmul(__half a, __half b) { return a * b; }
 static __forceinline__ __half __hdiv(__half a, __half b) { return a / b; }
 static __forceinline__ __half __hneg(__half a) { return -a; }
 static __forceinline__ __half __hfma(__half a, __half b, __half c) {
-    /* a*b is exact in float; one float rounding of the sum and one to half can differ from a fused
-     * result only at a half-way case of the final rounding, so compute the sum in double. */
+    /* The product is exact in double (22 bits), and so is the sum wherever its rounding to half is in
+     * doubt (a long sum means a tiny addend, far below half an ulp of the result); the double then
+     * goes to half with one rounding. */
     double r = (double)__half2float(a) * (double)__half2float(b) + (double)__half2float(c);
-    return wm_make___half((float)r);
+    return __half(r);
 }
-static __forceinline__ __half __hmax(__half a, __half b) { return wm_make___half(__builtin_fmaxf(a, b)); }
-static __forceinline__ __half __hmin(__half a, __half b) { return wm_make___half(__builtin_fminf(a, b)); }
+static __forceinline__ __half __hmax(__half a, __half b) { return wm_make___half(fmaxf(a, b)); }
+static __forceinline__ __half __hmin(__half a, __half b) { return wm_make___half(fminf(a, b)); }
 static __forceinline__ __half __ushort_as_half(unsigned short x) { __half h; h.__x = x; return h; }
 static __forceinline__ unsigned short __half_as_ushort(__half h) { return h.__x; }
 static __forceinline__ __half2 __halves2half2(__half a, __half b) { __half2 r; r.x = a; r.y = b; return r; }
@@ -138,10 +154,10 @@ static __forceinline__ __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { 
 static __forceinline__ __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
 static __forceinline__ __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return a / b; }
 static __forceinline__ __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
-    return wm_make___nv_bfloat16(__builtin_fmaxf(a, b));
+    return wm_make___nv_bfloat16(fmaxf(a, b));
 }
 static __forceinline__ __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
-    return wm_make___nv_bfloat16(__builtin_fminf(a, b));
+    return wm_make___nv_bfloat16(fminf(a, b));
 }
 static __forceinline__ __nv_bfloat16 __ushort_as_bfloat16(unsigned short x) { __nv_bfloat16 h; h.__x = x; return h; }
 static __forceinline__ unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
