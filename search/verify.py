@@ -7,6 +7,8 @@ The same path serves ``warpmap check`` and the tuner's correctness gate. Every o
 from __future__ import annotations
 
 import functools
+import traceback
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from compiler.diskcache import DiskCache
 from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
 from compiler.ops.base import Operator
 from compiler.source import KernelSource
+from compiler.space import ScheduleDoesNotFitError
 from search.trial import TrialStatus
 
 
@@ -132,8 +135,12 @@ def _compile(operator: Operator, spec: object, schedule: Hashable, runner: Runne
     """Build, compile for every arch and let the runner prepare: everything before the launch."""
     try:
         kernel = operator.build(spec, schedule)
-    except ValueError as exc:
+    except ScheduleDoesNotFitError as exc:  # the template's own refusal: a pruned candidate
         return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
+    except Exception as exc:  # any other exception is a template bug: fail, with where it was
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+        return CheckResult(schedule, TrialStatus.COMPILE_ERROR,
+                           message=f"build raised {type(exc).__name__}: {exc}\n{trace}")
     status, usage, message = compile_checked(kernel, device, archs, cache)
     if status is not None:
         return CheckResult(schedule, status, usage=usage, message=message, kernel=kernel)
@@ -216,3 +223,56 @@ def check_schedules(
             if on_result is not None:
                 on_result(done, result)
     return results
+
+
+#: Distinct prune reasons a summary names; the rest are counted together.
+_REASONS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """The verdict over the schedules of one check.
+
+    A check passes when no schedule failed and at least one passed: a check whose every schedule was
+    pruned verified nothing, so the workload has no kernel, and that is an error, not a success.
+    """
+
+    passed: int
+    failed: int
+    pruned: int
+    #: Each distinct prune message and how many schedules it ruled out, most frequent first.
+    pruned_reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.passed > 0
+
+    @property
+    def line(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.pruned} pruned"
+
+    def problem(self) -> str | None:
+        """Why the check did not pass, in one line, or None when it did."""
+        if self.failed:
+            return f"{self.failed} of {self.passed + self.failed + self.pruned} schedules failed"
+        if self.passed:
+            return None
+        if not self.pruned:
+            return "no schedule was checked"
+        shown = "; ".join(f"{count} x {reason}" for reason, count in self.pruned_reasons[:_REASONS_SHOWN])
+        rest = sum(count for _, count in self.pruned_reasons[_REASONS_SHOWN:])
+        more = f"; {rest} more for other reasons" if rest else ""
+        return f"no schedule can serve this spec: all {self.pruned} checked were pruned ({shown}{more})"
+
+
+def summarize(results: Sequence[CheckResult]) -> CheckSummary:
+    """Count the outcomes of a check and gather why its pruned schedules were pruned."""
+    statuses = Counter(r.status for r in results)
+    reasons = Counter(r.message.splitlines()[0] if r.message else "no reason given"
+                      for r in results if r.status is TrialStatus.INVALID)
+    return CheckSummary(
+        passed=statuses[TrialStatus.OK],
+        failed=sum(n for status, n in statuses.items() if status.is_failure),
+        pruned=statuses[TrialStatus.INVALID],
+        pruned_reasons=tuple(reasons.most_common()),
+    )

@@ -54,7 +54,7 @@ from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allre
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: At most 2**30 elements, so every index (with a step of slack past the end) fits a 32-bit int.
 MAX_ELEMENTS = 1 << 30
@@ -166,7 +166,7 @@ def _combine(kind: Kind) -> Any:
 def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
     contiguous = spec.inner == 1
     if schedule.vector > 1 and (not contiguous or spec.extent % schedule.vector):
-        raise ValueError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
+        raise ScheduleDoesNotFitError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
                          f"divisible by it (extent {spec.extent}, inner {spec.inner})")
     layout = GroupLayout(schedule.split, schedule.tile, split_minor=contiguous)
     dtype = scalar_type(spec.dtype)

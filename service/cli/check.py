@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,9 +14,9 @@ from compiler.backends.nvrtc import DEFAULT_ARCHS
 from compiler.device import DEVICES, device_preset
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator, parse_spec
-from compiler.space import schedule_values
+from compiler.space import EmptySpaceError, schedule_values
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedules
+from search.verify import CheckResult, check_schedules, summarize
 from service.cli.errors import CliError
 from service.cli.table import format_table
 
@@ -86,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
     if reason is not None:
         raise CliError(f"device {args.device!r} cannot run kernels here: {reason}")
     device = device_preset(args.gpu)
-    space = operator.space(spec, device, args.level)
+    try:
+        space = operator.space(spec, device, args.level)
+    except EmptySpaceError as exc:
+        raise CliError(f"no schedule can serve this spec on {args.gpu}: {exc}") from None
     enumeration = space.enumerate()
     schedules = space.sample(args.sample, args.seed) if args.sample else enumeration.valid
     rejected = ", ".join(f"{count} {name}" for name, count in enumeration.rejected.items()) or "none"
@@ -106,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     header = ["#", *schedule_values(results[0].schedule), "regs", "smem", "rel_err", "result", "note"]
     print(format_table(header, [_row(i, r) for i, r in enumerate(results)]))
-    counts = Counter(r.status for r in results)
-    failed = sum(n for status, n in counts.items() if status.is_failure)
-    print(f"{counts[TrialStatus.OK]} passed, {failed} failed, {counts[TrialStatus.INVALID]} pruned")
-    return 1 if failed else 0
+    summary = summarize(results)
+    print(summary.line)
+    problem = summary.problem()
+    if problem is not None:
+        print(f"warpmap check: {problem}", file=sys.stderr)
+    return 0 if summary.ok else 1
