@@ -71,7 +71,8 @@ class ReduceSpec(OpSpec):
     """
 
     op: Literal["reduce"] = "reduce"
-    shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(min_length=1, max_length=MAX_RANK)
+    shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(
+        min_length=1, max_length=MAX_RANK, strict=False)  # a JSON list; its entries stay strict ints
     axis: int
     kind: Kind
     dtype: DType = "float32"
