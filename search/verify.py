@@ -20,7 +20,7 @@ from compiler.backends.errors import KernelRunError, KernelTimeoutError
 from compiler.backends.nvrtc import DEFAULT_ARCHS, ResourceUsage, compile_source
 from compiler.device import DeviceSpec
 from compiler.diskcache import DiskCache
-from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
+from compiler.numeric import from_storage, poisoned, relative_error, tolerance
 from compiler.ops.base import Operator
 from compiler.source import KernelSource
 from compiler.space import ScheduleDoesNotFitError
@@ -117,8 +117,9 @@ class Oracle:
         return worst, worst_name
 
     def tolerance(self, name: str) -> float:
-        """The relative error allowed in output ``name`` (by its dtype)."""
-        return TOLERANCE[next(o.dtype for o in self.operator.outputs(self.spec) if o.name == name)]
+        """The relative error allowed in output ``name``: by its dtype and reduction length."""
+        out = next(o for o in self.operator.outputs(self.spec) if o.name == name)
+        return tolerance(out.dtype, out.reduction)
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,9 @@ def _run(compiled: _Compiled, oracle: Oracle, runner: Runner, timeout_s: float) 
     except KernelRunError as exc:
         return CheckResult(schedule, TrialStatus.LAUNCH_ERROR, usage=usage, message=str(exc), kernel=kernel)
     error, name = oracle.worst_error(outputs)
-    tolerance = oracle.tolerance(name) if name else 0.0
-    if not error <= tolerance:
-        message = f"{name}: relative error {error:.3g} > {tolerance:g}"
+    allowed = oracle.tolerance(name) if name else 0.0
+    if not error <= allowed:
+        message = f"{name}: relative error {error:.3g} > {allowed:.3g}"
         return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
     return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
 

@@ -126,7 +126,7 @@ def conv2d_inputs(spec: Conv2dSpec, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def conv2d_outputs(spec: Conv2dSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("y", spec.y_shape, spec.dtype),)
+    return (TensorSpec("y", spec.y_shape, spec.dtype, reduction=spec.gemm_shape[2]),)
 
 
 def conv2d_nchw(x: np.ndarray, weight: np.ndarray, stride: Pair, padding: Pair, dilation: Pair) -> np.ndarray:

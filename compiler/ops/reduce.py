@@ -220,7 +220,8 @@ def reduce_inputs(spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def reduce_outputs(spec: ReduceSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("y", spec.out_shape, spec.dtype),)
+    # A max rounds nothing; a sum or mean adds the whole reduced extent.
+    return (TensorSpec("y", spec.out_shape, spec.dtype, reduction=1 if spec.kind == "max" else spec.extent),)
 
 
 def reduce_reference(spec: ReduceSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
