@@ -35,6 +35,37 @@ F32_UNIT_ROUNDOFF = 2.0**-24
 REDUCTION_MARGIN = 2.0
 
 
+#: Per float dtype: the smallest normal magnitude, and the largest rounding error below it (half the
+#: subnormal spacing), where relative precision gives way to an absolute one.
+_UNDERFLOW: dict[str, tuple[float, float]] = {
+    "float32": (2.0**-126, 2.0**-150),
+    "float16": (2.0**-14, 2.0**-25),
+    "bfloat16": (2.0**-126, 2.0**-134),
+}
+
+
+def underflow_allowance(dtype: str, reference: np.ndarray) -> float:
+    """Relative L2 error that rounding to ``dtype`` may add where the reference is subnormal there.
+
+    Below the smallest normal number an element rounds to a fixed absolute grid, so each such element
+    may be off by half its spacing whatever its size: ``sqrt(count) * half_spacing / ||reference||``.
+    It matters for float16 results of many tiny values (a softmax over millions of columns, whose
+    outputs lie near ``1 / cols``, below float16's ``6.1e-5``), where it exceeds the relative term.
+
+    >>> underflow_allowance("float16", np.array([1.0, 1e-6, 2e-6])) == 2**0.5 * 2.0**-25 / l2_norm(
+    ...     np.array([1.0, 1e-6, 2e-6]))
+    True
+    """
+    if dtype not in _UNDERFLOW:
+        return 0.0
+    smallest_normal, half_spacing = _UNDERFLOW[dtype]
+    count = int(np.count_nonzero(np.abs(reference) < smallest_normal))
+    norm = l2_norm(reference)
+    if count == 0:
+        return 0.0
+    return math.sqrt(count) * half_spacing / norm if norm > 0.0 else math.inf
+
+
 def tolerance(dtype: str, reduction: int = 1) -> float:
     """The relative L2 error allowed in an output of ``dtype`` whose elements each sum ``reduction`` terms.
 
@@ -59,7 +90,8 @@ def tolerance(dtype: str, reduction: int = 1) -> float:
     relative: seven times the tolerance at ``n = 2**20``, twice at ``2**22``, and below it past ``2**23``,
     where float32 summation itself loses as much (a limit of any float32 kernel, not of the model); a wrong
     edge or wrong rounding of 16-bit outputs is judged by the base term, which stays as it was at small
-    ``n`` (``1.1e-5`` for float32 at ``n = 83``).
+    ``n`` (``1.1e-5`` for float32 at ``n = 83``). Outputs with subnormal values add
+    :func:`underflow_allowance`, which depends on the reference.
 
     >>> tolerance("float32", 83) < 1.2e-5, round(tolerance("float32", 2**20), 6)
     (True, 0.000132)

@@ -89,3 +89,18 @@ def test_the_simt_matmul_at_k_2_20_passes_its_check_on_the_emulator() -> None:
     assert result.status is TrialStatus.OK, result.message
     # Each thread sums its k products one after another: more error than the old fixed bound allowed.
     assert result.error is not None and TOLERANCE["float32"] < result.error <= tolerance("float32", LONG)
+
+
+def test_float16_results_below_the_normal_range_are_allowed_their_absolute_rounding() -> None:
+    # A softmax over 2^24 columns: outputs near 1 / cols, mostly float16 subnormals (below 6.1e-5).
+    from compiler.numeric import from_storage, to_storage
+
+    oracle = Oracle(get_operator("softmax"), SoftmaxSpec(rows=1, cols=1 << 24, dtype="float16"))
+    reference = oracle.expected["y"]
+    rounded = to_storage(reference.astype(np.float32), "float16")  # a correctly rounded kernel
+    error, name = oracle.worst_error({"y": rounded})
+    assert name == "y" and TOLERANCE["float16"] < error <= oracle.tolerance("y")
+    wrong = rounded.copy()
+    wrong.reshape(-1)[np.argmax(reference)] = to_storage(np.zeros(1, np.float32), "float16")[0]
+    assert oracle.worst_error({"y": wrong})[0] > oracle.tolerance("y")
+    assert relative_error(from_storage(rounded, "float16"), reference) == error
