@@ -1,7 +1,16 @@
 """Check one schedule end to end: build it, compile it for each arch, run it, compare with numpy.
 
 The same path serves ``warpmap check`` and the tuner's correctness gate. Every outcome is a
-:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in warpmap itself raise.
+:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in this harness raise.
+
+Pruned (``INVALID``) means the schedule cannot serve the spec on the device, and nothing else: ptxas
+reports spills or limits exceeded, or the template refused it on purpose with
+:class:`~compiler.space.ScheduleDoesNotFitError`. Any other exception from a template's ``build`` is
+a bug in the template and fails the schedule (``COMPILE_ERROR``, with the traceback). A check whose
+every schedule was pruned verified nothing: :func:`summarize` calls it a failure.
+
+Outputs are compared by relative L2 error against :func:`compiler.numeric.tolerance`, which grows with
+the number of terms each output element sums (its ``TensorSpec.reduction``).
 """
 
 from __future__ import annotations
