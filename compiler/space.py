@@ -33,6 +33,23 @@ from typing import Any, Generic, TypeVar
 S = TypeVar("S", bound=Hashable)
 
 
+class ScheduleDoesNotFitError(ValueError):
+    """A template refuses one schedule for one spec on purpose: the schedule cannot serve it.
+
+    The one exception verification may count as a pruned candidate. Any other exception from a
+    template's ``build`` is a bug in the template (or the code it calls) and fails the check.
+    """
+
+
+class EmptySpaceError(ScheduleDoesNotFitError):
+    """No schedule of a template can serve the spec (on this device): the space is empty, for a reason.
+
+    Raised by ``space`` where the reason is known before any schedule is built (a tensor too large for
+    the template's indices, a device without the units the template needs), and by ``build`` for the
+    same reason when it is called directly.
+    """
+
+
 @dataclass(frozen=True)
 class Param:
     """One tunable parameter and its allowed values (hashable, JSON-friendly: ints, strings, tuples)."""

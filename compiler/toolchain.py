@@ -10,6 +10,8 @@ exercised on a machine without one by passing a stand-in.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.metadata
 import platform
 import shutil
@@ -30,6 +32,10 @@ from compiler.source import KernelSource
 #: The compiler the emulator runs; reporting another one found on PATH would say the emulator works
 #: where it cannot.
 HOST_COMPILERS = (EmuConfig.cxx,)
+#: The files of the ``compiler`` package that decide what a schedule compiles to: templates, IR,
+#: codegen, the emulator and device headers. Bytecode and data files do not.
+SOURCE_SUFFIXES = (".py", ".cuh", ".h", ".c")
+_PACKAGE_ROOT = Path(__file__).resolve().parent
 _PROBE_TIMEOUT_S = 30.0
 
 _SMOKE_KERNEL = KernelSource(
@@ -120,6 +126,33 @@ def warpmap_version() -> str:
         return importlib.metadata.version("warpmap")
     except importlib.metadata.PackageNotFoundError:
         return "unknown (the warpmap distribution is not installed)"
+
+
+def digest_sources(root: Path) -> str:
+    """SHA-256 (hex) of every ``SOURCE_SUFFIXES`` file under ``root``: names and bytes, in sorted order.
+
+    A kernel tuned by other template code is a different answer, so this digest goes into the
+    toolchain part of the cache key. Files are taken by their path relative to ``root`` (POSIX form)
+    in sorted order, each hashed as its path, its length and its bytes, so the digest is the same on
+    any file system and in any checkout, and no edit (or rename) of one file can cancel another's.
+    """
+    digest = hashlib.sha256()
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for path in root.rglob("*")
+        if path.suffix in SOURCE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts
+    )
+    for name, path in files:
+        content = path.read_bytes()
+        for part in (name.encode(), b"\0", str(len(content)).encode(), b"\0", content):
+            digest.update(part)
+    return digest.hexdigest()
+
+
+@functools.cache
+def source_digest() -> str:
+    """:func:`digest_sources` of the installed ``compiler`` package, computed once per process."""
+    return digest_sources(_PACKAGE_ROOT)
 
 
 def detect_nvrtc() -> NvrtcInfo:

@@ -10,8 +10,10 @@ same toolchain.
 'matmul:1776f0be'
 >>> device_key(name="NVIDIA H100 80GB HBM3", arch="sm_90", driver="580.65.06")
 'nvidia-h100-80gb-hbm3/sm_90/580.65.06'
->>> toolchain_key(warpmap="0.1.0", nvrtc="13.5", host_compiler="g++ 12.2.0")
-'warpmap-0.1.0/nvrtc-13.5/g++-12.2.0'
+>>> warpmap_build(version="0.1.0", sources="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+'0.1.0+src.9f86d081884c7d65'
+>>> toolchain_key(warpmap="0.1.0+src.9f86d081884c7d65", nvrtc="13.5", host_compiler="g++ 12.2.0")
+'warpmap-0.1.0+src.9f86d081884c7d65/nvrtc-13.5/g++-12.2.0'
 """
 
 from __future__ import annotations
@@ -74,8 +76,26 @@ def device_key(*, name: str, arch: str, driver: str) -> str:
     return "/".join((_slug(name, "device name"), _slug(arch, "architecture"), _slug(driver, "driver")))
 
 
+def warpmap_build(*, version: str, sources: str) -> str:
+    """``<version>+src.<first 16 hex digits of sources>``: the warpmap that built a kernel, exactly.
+
+    The release version alone does not say which template code tuned a kernel: an edited template
+    (or codegen, or emulator header) changes the answer under the same version. ``sources`` is a hex
+    digest of the compiler package's sources, made by the caller (``compiler.toolchain.source_digest``:
+    storage knows nothing of the compiler); it rides in the version as a local label, so it is part of
+    every toolchain key and round-trips through the stored version.
+    """
+    if not re.fullmatch(r"[0-9a-f]{16,}", sources):
+        raise ValueError(f"sources must be a hex digest of at least {WORKLOAD_HASH_CHARS} digits, got {sources!r}")
+    return f"{version.strip()}+src.{sources[:WORKLOAD_HASH_CHARS]}"
+
+
 def toolchain_key(*, warpmap: str, nvrtc: str, host_compiler: str) -> str:
-    """``warpmap-<v>/nvrtc-<v>/<host compiler>``; ``nvrtc`` is ``none`` for host-only targets."""
+    """``warpmap-<v>/nvrtc-<v>/<host compiler>``; ``nvrtc`` is ``none`` for host-only targets.
+
+    ``warpmap`` is :func:`warpmap_build`'s version with the source digest; the device is keyed apart
+    (:func:`device_key`).
+    """
     return (
         f"warpmap-{_slug(warpmap, 'warpmap version')}/nvrtc-{_slug(nvrtc, 'NVRTC version')}"
         f"/{_slug(host_compiler, 'host compiler')}"

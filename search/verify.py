@@ -1,12 +1,23 @@
 """Check one schedule end to end: build it, compile it for each arch, run it, compare with numpy.
 
 The same path serves ``warpmap check`` and the tuner's correctness gate. Every outcome is a
-:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in warpmap itself raise.
+:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in this harness raise.
+
+Pruned (``INVALID``) means the schedule cannot serve the spec on the device, and nothing else: ptxas
+reports spills or limits exceeded, or the template refused it on purpose with
+:class:`~compiler.space.ScheduleDoesNotFitError`. Any other exception from a template's ``build`` is
+a bug in the template and fails the schedule (``COMPILE_ERROR``, with the traceback). A check whose
+every schedule was pruned verified nothing: :func:`summarize` calls it a failure.
+
+Outputs are compared by relative L2 error against :func:`compiler.numeric.tolerance`, which grows with
+the number of terms each output element sums (its ``TensorSpec.reduction``).
 """
 
 from __future__ import annotations
 
 import functools
+import traceback
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,9 +29,10 @@ from compiler.backends.errors import KernelRunError, KernelTimeoutError
 from compiler.backends.nvrtc import DEFAULT_ARCHS, ResourceUsage, compile_source
 from compiler.device import DeviceSpec
 from compiler.diskcache import DiskCache
-from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
+from compiler.numeric import from_storage, poisoned, relative_error, tolerance, underflow_allowance
 from compiler.ops.base import Operator
 from compiler.source import KernelSource
+from compiler.space import ScheduleDoesNotFitError
 from search.trial import TrialStatus
 
 
@@ -104,18 +116,27 @@ class Oracle:
         return args, outputs
 
     def worst_error(self, outputs: dict[str, np.ndarray]) -> tuple[float, str]:
-        """The largest relative error over the outputs, and that output's name."""
-        worst, worst_name = 0.0, ""
+        """The relative error of the output furthest past its tolerance (or nearest to it), and its name."""
+        worst, worst_name, worst_ratio = 0.0, "", -1.0
         for out in self.operator.outputs(self.spec):
             got = from_storage(outputs[out.name], out.dtype).reshape(out.shape)
             error = relative_error(got, self.expected[out.name])
-            if error >= worst:
-                worst, worst_name = error, out.name
+            ratio = error / self.tolerance(out.name)
+            if ratio >= worst_ratio:
+                worst, worst_name, worst_ratio = error, out.name, ratio
         return worst, worst_name
 
     def tolerance(self, name: str) -> float:
-        """The relative error allowed in output ``name`` (by its dtype)."""
-        return TOLERANCE[next(o.dtype for o in self.operator.outputs(self.spec) if o.name == name)]
+        """The relative error allowed in output ``name``: by its dtype and reduction length, plus what
+        rounding its subnormal reference values may cost."""
+        return self._tolerances[name]
+
+    @functools.cached_property
+    def _tolerances(self) -> dict[str, float]:
+        return {
+            out.name: tolerance(out.dtype, out.reduction) + underflow_allowance(out.dtype, self.expected[out.name])
+            for out in self.operator.outputs(self.spec)
+        }
 
 
 @dataclass(frozen=True)
@@ -132,8 +153,12 @@ def _compile(operator: Operator, spec: object, schedule: Hashable, runner: Runne
     """Build, compile for every arch and let the runner prepare: everything before the launch."""
     try:
         kernel = operator.build(spec, schedule)
-    except ValueError as exc:
+    except ScheduleDoesNotFitError as exc:  # the template's own refusal: a pruned candidate
         return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
+    except Exception as exc:  # any other exception is a template bug: fail, with where it was
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+        return CheckResult(schedule, TrialStatus.COMPILE_ERROR,
+                           message=f"build raised {type(exc).__name__}: {exc}\n{trace}")
     status, usage, message = compile_checked(kernel, device, archs, cache)
     if status is not None:
         return CheckResult(schedule, status, usage=usage, message=message, kernel=kernel)
@@ -154,9 +179,9 @@ def _run(compiled: _Compiled, oracle: Oracle, runner: Runner, timeout_s: float) 
     except KernelRunError as exc:
         return CheckResult(schedule, TrialStatus.LAUNCH_ERROR, usage=usage, message=str(exc), kernel=kernel)
     error, name = oracle.worst_error(outputs)
-    tolerance = oracle.tolerance(name) if name else 0.0
-    if not error <= tolerance:
-        message = f"{name}: relative error {error:.3g} > {tolerance:g}"
+    allowed = oracle.tolerance(name) if name else 0.0
+    if not error <= allowed:
+        message = f"{name}: relative error {error:.3g} > {allowed:.3g}"
         return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
     return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
 
@@ -216,3 +241,56 @@ def check_schedules(
             if on_result is not None:
                 on_result(done, result)
     return results
+
+
+#: Distinct prune reasons a summary names; the rest are counted together.
+_REASONS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """The verdict over the schedules of one check.
+
+    A check passes when no schedule failed and at least one passed: a check whose every schedule was
+    pruned verified nothing, so the workload has no kernel, and that is an error, not a success.
+    """
+
+    passed: int
+    failed: int
+    pruned: int
+    #: Each distinct prune message and how many schedules it ruled out, most frequent first.
+    pruned_reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.passed > 0
+
+    @property
+    def line(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.pruned} pruned"
+
+    def problem(self) -> str | None:
+        """Why the check did not pass, in one line, or None when it did."""
+        if self.failed:
+            return f"{self.failed} of {self.passed + self.failed + self.pruned} schedules failed"
+        if self.passed:
+            return None
+        if not self.pruned:
+            return "no schedule was checked"
+        shown = "; ".join(f"{count} x {reason}" for reason, count in self.pruned_reasons[:_REASONS_SHOWN])
+        rest = sum(count for _, count in self.pruned_reasons[_REASONS_SHOWN:])
+        more = f"; {rest} more for other reasons" if rest else ""
+        return f"no schedule can serve this spec: all {self.pruned} checked were pruned ({shown}{more})"
+
+
+def summarize(results: Sequence[CheckResult]) -> CheckSummary:
+    """Count the outcomes of a check and gather why its pruned schedules were pruned."""
+    statuses = Counter(r.status for r in results)
+    reasons = Counter(r.message.splitlines()[0] if r.message else "no reason given"
+                      for r in results if r.status is TrialStatus.INVALID)
+    return CheckSummary(
+        passed=statuses[TrialStatus.OK],
+        failed=sum(n for status, n in statuses.items() if status.is_failure),
+        pruned=statuses[TrialStatus.INVALID],
+        pruned_reasons=tuple(reasons.most_common()),
+    )

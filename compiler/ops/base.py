@@ -16,18 +16,29 @@ from compiler.space import Space
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Shape and element type of one kernel argument, by its parameter name."""
+    """Shape and element type of one kernel argument, by its parameter name.
+
+    For an output, ``reduction`` is how many terms each element sums (``k`` of a matmul, ``c * r * s``
+    of a convolution, 1 for elementwise results): verification allows rounding error that grows with
+    it (see :func:`compiler.numeric.tolerance`).
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    reduction: int = 1
+
+    def __post_init__(self) -> None:
+        if self.reduction < 1:
+            raise ValueError(f"{self.name}: reduction length must be at least 1, got {self.reduction}")
 
 
 class Operator(Protocol):
     """One operator (``matmul``, ``conv2d`` ...) and the templates that implement it.
 
     ``inputs`` are host arrays in storage form (see ``compiler.numeric``), keyed by kernel parameter
-    name; ``outputs`` describe the buffers a kernel writes. ``reference`` returns float64 arrays keyed
+    name; ``outputs`` describe the buffers a kernel writes, each with the reduction length of its
+    elements (what the correctness check's tolerance scales with). ``reference`` returns float64 arrays keyed
     like ``outputs``.
     """
 

@@ -38,7 +38,7 @@ from compiler.ops.gemm_mma import (
     store_accumulators,
 )
 from compiler.source import KernelSource
-from compiler.space import Constraint, Space
+from compiler.space import Constraint, ScheduleDoesNotFitError, Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
 #: Widest copy: 8 16-bit elements (16 bytes).
@@ -63,7 +63,7 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
     dtype = _check_dtype(spec)
     problem = schedule_problem(schedule)
     if problem is not None:
-        raise ValueError(f"schedule {schedule}: {problem}")
+        raise ScheduleDoesNotFitError(f"schedule {schedule}: {problem}")
     gemm = ImplicitGemm(spec)
     big_m, big_n, big_k = spec.gemm_shape
     width_a, width_b = a_chunk(spec, WIDEST), b_chunk(spec, WIDEST)

@@ -22,7 +22,7 @@ Output extents: ``p = (h + 2 * pad_h - dil_h * (r - 1) - 1) // stride_h + 1``, l
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -40,6 +40,8 @@ MAX_DIM = 1 << 24
 MAX_ELEMENTS = 2**31 - 1
 
 Pair = tuple[int, int]
+#: A pair of strict ints that JSON spells as a two-element list.
+IntPair = Annotated[tuple[int, int], Field(strict=False)]
 
 
 class Conv2dSpec(OpSpec):
@@ -56,9 +58,9 @@ class Conv2dSpec(OpSpec):
     k: int = Field(ge=1, le=MAX_DIM)
     r: int = Field(ge=1, le=MAX_DIM)
     s: int = Field(ge=1, le=MAX_DIM)
-    stride: tuple[int, int] = (1, 1)
-    padding: tuple[int, int] = (0, 0)
-    dilation: tuple[int, int] = (1, 1)
+    stride: IntPair = (1, 1)
+    padding: IntPair = (0, 0)
+    dilation: IntPair = (1, 1)
     layout: Layout = "NCHW"
     dtype: DType = "float32"
 
@@ -124,7 +126,7 @@ def conv2d_inputs(spec: Conv2dSpec, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def conv2d_outputs(spec: Conv2dSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("y", spec.y_shape, spec.dtype),)
+    return (TensorSpec("y", spec.y_shape, spec.dtype, reduction=spec.gemm_shape[2]),)
 
 
 def conv2d_nchw(x: np.ndarray, weight: np.ndarray, stride: Pair, padding: Pair, dilation: Pair) -> np.ndarray:

@@ -63,7 +63,7 @@ from compiler.ir.lang import KernelBuilder
 from compiler.ir.types import DataType, bf16, f16
 from compiler.mapping import auto_map
 from compiler.ops.smem_layout import TileLayout
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, EmptySpaceError, Param, Space
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 #: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
@@ -315,6 +315,9 @@ def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: boo
     """
     if level not in _LEVELS:
         raise ValueError(f"space level must be one of {sorted(_LEVELS)}, got {level!r}")
+    if not device.has_tensor_cores:
+        raise EmptySpaceError(f"{template}: needs sm_80 or newer tensor cores (mma.sync m16n8k16, cp.async); "
+                             f"{device.name} is {device.arch}")
     blocks, warps, block_ks, stages = _LEVELS[level]
     shared_limit = device.max_shared_dynamic
     layouts = (a_k_contiguous, b_k_contiguous)

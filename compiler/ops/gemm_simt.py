@@ -55,6 +55,7 @@ from compiler.ir import (
 )
 from compiler.ir.local import TaskRegisters
 from compiler.mapping import ComposedMapping, RepeatMapping, TaskMapping, auto_map, repeat, spatial
+from compiler.space import ScheduleDoesNotFitError
 
 WARP_SIZE = 32
 #: Floats added to each k row of a shared tile. A thread fetching consecutive k of one row stores them
@@ -298,8 +299,8 @@ class _Operand:
 def _operand(name: str, loader: OperandLoader, origin: Expr, tile_x: int, tile: SimtTile) -> _Operand:
     mapping = load_mapping(tile_x, tile.block_k, loader.k_contiguous, loader.vector, tile.threads)
     if mapping is None:
-        raise ValueError(f"{name}: {tile_x} x {tile.block_k} tile in {loader.vector}-element loads does not "
-                         f"divide among {tile.threads} threads")
+        raise ScheduleDoesNotFitError(f"{name}: {tile_x} x {tile.block_k} tile in {loader.vector}-element loads "
+                                      f"does not divide among {tile.threads} threads")
     staged = registers(f"fetch_{name}", f32, (*local_shape(mapping), loader.vector))
     buffer = shared(f"smem_{name}", f32, (2, tile.block_k, tile_x + SHARED_PAD))
     return _Operand(loader, mapping, origin, staged, buffer, tile.block_k)
@@ -311,8 +312,9 @@ def simt_gemm(tile: SimtTile, a: OperandLoader, b: OperandLoader, *, origin: tup
 
     ``origin`` is the block's first (row, column) of C; ``a`` and ``b`` read rows of A and columns of B
     at absolute coordinates. Element ``(i, j)`` of the returned registers (for the thread's tasks
-    ``i, j`` of ``tile.compute``) is ``sum_k A[row0 + i, k] * B[k, col0 + j]``. Raises ValueError when
-    the operand tiles cannot be shared out among the threads (see :func:`load_mapping`).
+    ``i, j`` of ``tile.compute``) is ``sum_k A[row0 + i, k] * B[k, col0 + j]``. Raises
+    :class:`~compiler.space.ScheduleDoesNotFitError` when the operand tiles cannot be shared out among the
+    threads (see :func:`load_mapping`).
     """
     if k_extent < 1:
         raise ValueError(f"k_extent must be positive, got {k_extent}")

@@ -37,7 +37,7 @@ from compiler.ops.gemm_mma import (
 )
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.source import KernelSource
-from compiler.space import Space
+from compiler.space import ScheduleDoesNotFitError, Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
 
@@ -61,7 +61,7 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
     problem = schedule_problem(schedule)
     if problem is not None:
-        raise ValueError(f"schedule {schedule}: {problem}")
+        raise ScheduleDoesNotFitError(f"schedule {schedule}: {problem}")
     dtype = DTYPES[spec.dtype]
     m, n, k = spec.m, spec.n, spec.k
     op_a, op_b = operands(schedule, spec.layout_a == "row", spec.layout_b == "col")

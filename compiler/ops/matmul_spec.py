@@ -68,7 +68,7 @@ def matmul_inputs(spec: MatmulSpec, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def matmul_outputs(spec: MatmulSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("c", spec.c_shape, spec.dtype),)
+    return (TensorSpec("c", spec.c_shape, spec.dtype, reduction=spec.k),)
 
 
 def matmul_reference(spec: MatmulSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

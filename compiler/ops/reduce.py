@@ -54,7 +54,7 @@ from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allre
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: At most 2**30 elements, so every index (with a step of slack past the end) fits a 32-bit int.
 MAX_ELEMENTS = 1 << 30
@@ -71,7 +71,8 @@ class ReduceSpec(OpSpec):
     """
 
     op: Literal["reduce"] = "reduce"
-    shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(min_length=1, max_length=MAX_RANK)
+    shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(
+        min_length=1, max_length=MAX_RANK, strict=False)  # a JSON list; its entries stay strict ints
     axis: int
     kind: Kind
     dtype: DType = "float32"
@@ -166,7 +167,7 @@ def _combine(kind: Kind) -> Any:
 def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
     contiguous = spec.inner == 1
     if schedule.vector > 1 and (not contiguous or spec.extent % schedule.vector):
-        raise ValueError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
+        raise ScheduleDoesNotFitError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
                          f"divisible by it (extent {spec.extent}, inner {spec.inner})")
     layout = GroupLayout(schedule.split, schedule.tile, split_minor=contiguous)
     dtype = scalar_type(spec.dtype)
@@ -219,7 +220,8 @@ def reduce_inputs(spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def reduce_outputs(spec: ReduceSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("y", spec.out_shape, spec.dtype),)
+    # A max rounds nothing; a sum or mean adds the whole reduced extent.
+    return (TensorSpec("y", spec.out_shape, spec.dtype, reduction=1 if spec.kind == "max" else spec.extent),)
 
 
 def reduce_reference(spec: ReduceSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

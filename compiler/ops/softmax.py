@@ -57,7 +57,7 @@ from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, 
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: At most 2**30 elements, so every index (with a chunk of slack past the end) fits a 32-bit int.
 MAX_ELEMENTS = 1 << 30
@@ -157,7 +157,7 @@ def _sum(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 def build_softmax(spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> KernelSource:
     if spec.cols % schedule.vector:
-        raise ValueError(f"softmax: cols {spec.cols} is not a multiple of vector {schedule.vector}")
+        raise ScheduleDoesNotFitError(f"softmax: cols {spec.cols} is not a multiple of vector {schedule.vector}")
     layout = GroupLayout(schedule.threads_per_row, schedule.rows_per_block, split_minor=True)
     dtype = scalar_type(spec.dtype)
     width, chunks = schedule.vector, schedule.chunks(spec.cols)
@@ -245,7 +245,7 @@ def softmax_inputs(spec: SoftmaxSpec, rng: np.random.Generator) -> dict[str, np.
 
 
 def softmax_outputs(spec: SoftmaxSpec) -> tuple[TensorSpec, ...]:
-    return (TensorSpec("y", (spec.rows, spec.cols), spec.dtype),)
+    return (TensorSpec("y", (spec.rows, spec.cols), spec.dtype, reduction=spec.cols),)  # the row's sum of exp
 
 
 def softmax_reference(spec: SoftmaxSpec, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,4 +1,10 @@
-"""The base of every operator spec: a strict, frozen pydantic model that is also the client's JSON."""
+"""The base of every operator spec: a strict, frozen pydantic model that is also the client's JSON.
+
+Specs are the request bodies of the API and of ``warpmap check --spec``, so they are strict: an int
+field takes a JSON integer only (not ``true``, ``3.0`` or ``"3"``), a bool field a JSON boolean. The one
+conversion kept is list -> tuple, since JSON has no tuples: declare tuple fields with
+``Field(strict=False)``; their items stay strict (the model's setting applies to them).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ MAX_TENSOR_BYTES = 64 * 1024**3
 class OpSpec(BaseModel):
     """Fields common to every operator spec. Subclasses add ``op: Literal[...]`` and their dimensions."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     def canonical_json(self) -> str:
         """Every field, defaults included, keys sorted, no whitespace: the same text for the same workload."""

@@ -8,7 +8,6 @@ import math
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,9 +18,9 @@ from compiler.device import device_preset
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator
 from compiler.ops.spec import DTYPE_BYTES
-from compiler.space import schedule_values
+from compiler.space import EmptySpaceError, schedule_values
 from search.trial import TrialStatus
-from search.verify import CheckResult, check_schedules
+from search.verify import CheckResult, check_schedules, summarize
 from service.cli.errors import CliError
 from service.cli.specs import validated_spec
 from service.cli.table import format_table
@@ -163,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     device = device_preset(args.gpu)
     try:
         space = operator.space(spec, device, args.level)
+    except EmptySpaceError as exc:
+        raise CliError(f"no schedule can serve this spec on {args.gpu}: {exc}") from None
     except ValueError as exc:  # a template that can say up front it cannot serve this spec or level
         raise CliError(str(exc)) from None
     enumeration = space.enumerate()
@@ -183,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     header = ["#", *schedule_values(results[0].schedule), "regs", "smem", "rel_err", "result", "note"]
     print(format_table(header, [_row(i, r) for i, r in enumerate(results)]))
-    counts = Counter(r.status for r in results)
-    failed = sum(n for status, n in counts.items() if status.is_failure)
-    print(f"{counts[TrialStatus.OK]} passed, {failed} failed, {counts[TrialStatus.INVALID]} pruned")
-    return 1 if failed else 0
+    summary = summarize(results)
+    print(summary.line)
+    problem = summary.problem()
+    if problem is not None:
+        print(f"warpmap check: {problem}", file=sys.stderr)
+    return 0 if summary.ok else 1

@@ -33,10 +33,10 @@ def check(spec: MatmulSpec, schedule: SimtSchedule, seed: int = 0) -> CheckResul
 def assert_passes(result: CheckResult) -> None:
     """A schedule either computes the right answer or is pruned for its real resources; nothing else."""
     assert result.status in (TrialStatus.OK, TrialStatus.INVALID), f"{result.schedule}: {result.message}"
-    assert set(result.usage) == {"sm_80", "sm_90"}, result.message  # compiled for both archs
     if result.status is TrialStatus.OK:
+        assert set(result.usage) == {"sm_80", "sm_90"}, result.message  # compiled for both archs
         assert result.error is not None and result.error <= 1e-5
-    else:
+    else:  # pruned at the first arch whose report rules it out: later archs are not compiled
         assert "spills" in result.message or ">" in result.message
 
 
