@@ -24,6 +24,7 @@ Capture = pytest.CaptureFixture[str]
 class RefuserSpec(OpSpec):
     op: Literal["refuser"] = "refuser"
     error: Literal["value", "fit", "empty"]
+    dtype: Literal["float32"] = "float32"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,12 @@ class Refuser:
 
     def reference(self, spec: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"y": np.zeros(4)}
+
+    def flops(self, spec: Any) -> int:
+        return 0
+
+    def min_bytes(self, spec: Any) -> int:
+        return 16
 
 
 @pytest.fixture(autouse=True)
