@@ -63,6 +63,12 @@ _KERNEL_FLAGS = (
     "-fno-rtti",
     "-fvisibility=hidden",
     "-fstack-clash-protection",  # a big local array probes page by page: it hits the guard, not a neighbour
+    # Every local without an initialiser (accumulators, register arrays) starts as GCC's fixed pattern,
+    # 0xFE in each byte, so a kernel that relies on a lucky 0 fails its comparison. GCC has no NaN
+    # fill (clang has, but it is not the compiler here): f32 starts at -1.7e38, f64 at -5.3e303, an
+    # int at -16843010, f16 (0xFEFE) is a NaN, bf16 -1.7e38. A sum started from those stays far from
+    # any real result; what a NaN would add is only survival through a multiplication by zero.
+    "-ftrivial-auto-var-init=pattern",
     "-w",
 )
 _RACE_FLAGS = (
