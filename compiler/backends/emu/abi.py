@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 DESC_OFFSET = 4096  # WM_DESC_OFFSET
-REQUEST_MAGIC = 0x776D3031  # WM_REQUEST_MAGIC, "wm01"
+REQUEST_MAGIC = 0x776D3032  # WM_REQUEST_MAGIC, "wm02"
 
 
 class Status(ctypes.Structure):

@@ -40,7 +40,6 @@ from .symbols import describe_shared_locations
 MAX_THREADS_PER_BLOCK = 1024
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
-_MAX_WORKERS = 256  # the child's clamp
 #: Fills the bytes between an array and its guard pages, so that writes there are found afterwards.
 _CANARY = 0xA5
 
@@ -242,12 +241,19 @@ def _distinct_arrays(kernel: KernelSource, args: Sequence[object]) -> tuple[list
 
 
 def _request(kernel: KernelSource, config: EmuConfig) -> bytes:
-    """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map."""
+    """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map.
+
+    It asks for at most one worker per block; the server maps stacks for as many of those as the
+    process's mapping limit allows, and the child runs on that many (the only clamp on the count).
+    """
+    return struct.pack("<IIIIIIQ", REQUEST_MAGIC, ctypes.sizeof(LaunchDesc), ctypes.sizeof(BufferEntry),
+                       _workers(kernel, config), kernel.threads_per_block, 0, config.stack_bytes)
+
+
+def _workers(kernel: KernelSource, config: EmuConfig) -> int:
+    """Workers to ask for: more than one per block would have nothing to do."""
     blocks = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
-    workers = max(1, min(config.workers, blocks, _MAX_WORKERS))
-    stacks = workers * kernel.threads_per_block
-    return struct.pack("<IIIIQ", REQUEST_MAGIC, ctypes.sizeof(LaunchDesc), ctypes.sizeof(BufferEntry), stacks,
-                       config.stack_bytes)
+    return max(1, min(config.workers, blocks))
 
 
 def launch(
@@ -338,7 +344,7 @@ def _write_description(shared: SharedFile, header: _Header, binary: EmuBinary, a
     desc.argv, desc.nargs = header.argv, len(kernel.params)
     desc.bufs, desc.nbufs = header.bufs, len(arrays)
     desc.check_bounds = int(check_bounds)
-    desc.workers = config.workers
+    desc.workers = _workers(kernel, config)
     desc.detect_races = int(binary.detect_races)
     desc.stack_bytes = config.stack_bytes
     desc.status = 0
