@@ -20,6 +20,7 @@ import functools
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -94,6 +95,31 @@ def host_isa_flags() -> tuple[str, ...]:
         return ()
     words = set(text.split())
     return ("-mfma", "-mavx2", "-mf16c") if {"fma", "avx2", "f16c"} <= words else ()
+
+
+#: -ftrivial-auto-var-init, which poisons uninitialised locals, came with GCC 12.
+MIN_GCC_MAJOR = 12
+
+
+def toolchain_problem(config: EmuConfig) -> str | None:
+    """Why the compilers ``config`` names cannot build kernels here (missing, or not GCC >= 12), or
+    None. Asked afresh each time: installing one, or changing PATH, must show."""
+    for role, name in (("C++", config.cxx), ("C", config.cc)):
+        if shutil.which(name) is None:
+            return (f"the emulator's {role} compiler {name!r} is not on PATH "
+                    f"(install GCC {MIN_GCC_MAJOR} or later, or set EmuConfig.{'cxx' if role == 'C++' else 'cc'})")
+    for name in (config.cxx, config.cc):
+        try:
+            proc = subprocess.run([name, "--version"], capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the emulator's compiler {name!r} does not run: {exc}"
+        first = proc.stdout.splitlines()[0] if proc.stdout else ""
+        version = re.search(r"\) (\d+)\.\d+", first) if "Free Software Foundation" in proc.stdout else None
+        if proc.returncode != 0 or version is None:
+            return f"the emulator needs GCC {MIN_GCC_MAJOR} or later; {name!r} is {first or 'not GCC'!r}"
+        if int(version.group(1)) < MIN_GCC_MAJOR:
+            return f"the emulator needs GCC {MIN_GCC_MAJOR} or later; {name!r} is {first!r}"
+    return None
 
 
 def _default_workers() -> int:
