@@ -62,6 +62,9 @@ class LaunchDesc(ctypes.Structure):
         ("reserved", ctypes.c_int32),
         ("stack_bytes", ctypes.c_uint64),
         ("status", ctypes.c_uint64),
+        ("block_ids", ctypes.c_uint64),
+        ("nblock_ids", ctypes.c_int32),
+        ("reserved2", ctypes.c_int32),
     )
 
 

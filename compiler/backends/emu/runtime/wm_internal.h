@@ -77,6 +77,9 @@ typedef struct wm_launch_desc {
     int32_t reserved;
     uint64_t stack_bytes;
     wm_status *status;
+    const uint32_t *block_ids; /* nblock_ids linear block indices to run, or all blocks when 0 */
+    int32_t nblock_ids;
+    int32_t reserved2;
 } wm_launch_desc;
 
 #define WM_DESC_OFFSET 4096u

@@ -196,7 +196,7 @@ static void *wm_worker_main(void *arg) {
     for (;;) {
         uint32_t b = __atomic_fetch_add(&g_next_block, 1u, __ATOMIC_RELAXED);
         if (b >= g_num_blocks) break;
-        wm_run_block(w, b);
+        wm_run_block(w, d->nblock_ids ? d->block_ids[b] : b);
     }
     w->current = NULL;
     return NULL;
@@ -222,7 +222,7 @@ static __attribute__((noreturn)) void wm_child(const wm_launch_desc *d) {
     if (!dlsym(g_handle, d->entry_symbol)) {
         wm_fail(WM_ERR_LOAD, "kernel library has no symbol '%s'", d->entry_symbol);
     }
-    g_num_blocks = d->grid[0] * d->grid[1] * d->grid[2];
+    g_num_blocks = d->nblock_ids ? (uint32_t)d->nblock_ids : d->grid[0] * d->grid[1] * d->grid[2];
     g_next_block = 0;
     /* As many workers as asked for (launch.py asks for at most one per block) and as the stack pool
      * holds (the server sized it under the mapping limit). */
@@ -318,6 +318,7 @@ static void wm_relocate(wm_launch_desc *d, char *base) {
     d->kernel_name = (const char *)WM_AT(base, d->kernel_name);
     d->argv = (void **)WM_AT(base, d->argv);
     d->bufs = (wm_buffer *)WM_AT(base, d->bufs);
+    d->block_ids = (const uint32_t *)WM_AT(base, d->block_ids);
     for (int i = 0; i < d->nargs; i++) d->argv[i] = WM_AT(base, d->argv[i]);
     for (int i = 0; i < d->nbufs; i++) {
         wm_buffer *b = &d->bufs[i];
