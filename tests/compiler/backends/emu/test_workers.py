@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from compiler.backends import emu
+from compiler.backends.emu.server import SERVERS
 from compiler.source import KernelSource, Param
 
 SCALE = r"""
@@ -44,3 +47,21 @@ def test_stack_overflow_is_caught_with_many_workers(tmp_path) -> None:
     x, y = np.zeros(1024, np.float32), np.full(1024, np.nan, np.float32)
     with pytest.raises(emu.StackOverflowError, match="stack overflow in kernel 'deep'"):
         emu.run(kernel, [x, y], config=config)
+
+
+def test_a_small_launch_after_a_large_one_does_not_fork_the_large_stack_pool(tmp_path, rng) -> None:
+    # Every fork copies the server's mappings: a pool kept from a launch of many 1024-thread blocks
+    # made each later small launch about ten times slower.
+    config = emu.EmuConfig(cache_dir=tmp_path, workers=64)
+
+    def launch(threads: int) -> int:
+        kernel = KernelSource("scale", SCALE, (64, 1, 1), (threads, 1, 1), X_Y)
+        x = rng.standard_normal(64 * threads).astype(np.float32)
+        y = np.full_like(x, np.nan)
+        emu.run(kernel, [x, y], config=config)
+        np.testing.assert_array_equal(y, 2 * x)
+        server = SERVERS.get(config).process.pid
+        return len(Path(f"/proc/{server}/maps").read_text().splitlines())
+
+    assert launch(1024) > 20000
+    assert launch(32) < 10000
