@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backends import emu
-from compiler.backends.emu.samples import tiled_matmul
 from compiler.source import KernelSource, Param
 
 ELEMENTWISE = r"""
@@ -39,6 +38,17 @@ extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "efficient_matmul.py"
+#: The hand-written tiled matmul: test data, kept with the emulator's tests rather than in the package.
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "compiler" / "backends" / "emu" / "samples.py"
+
+
+def tiled_matmul(m: int, n: int, k: int, **tiles: int) -> KernelSource:
+    spec = importlib.util.spec_from_file_location("emu_test_samples", SAMPLES)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel: KernelSource = module.tiled_matmul(m, n, k, **tiles)
+    return kernel
 
 
 def _example_matmul(size: int) -> KernelSource | None:

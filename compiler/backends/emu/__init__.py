@@ -28,16 +28,22 @@ How it works:
 - **Threads** (``runtime/``): each CUDA thread is a fiber with its own stack (64 KiB, guard page
   below); x86-64 switches with six pushes and a stack swap, other machines use ucontext. A block runs
   wholly on one OS thread (its static ``__shared__`` arrays are that thread's TLS); blocks are spread
-  over ``EmuConfig.workers`` OS threads. ``__syncthreads`` and warp-level operations are rendezvous
-  between fibers; warp collectives (shuffles, mma, ldmatrix) gather all lanes' operands first.
+  over ``EmuConfig.workers`` OS threads (fewer where the stacks' mappings would pass
+  ``vm.max_map_count``: about 30 workers of 1024-thread blocks by default). ``__syncthreads`` and
+  warp-level operations are rendezvous between fibers; warp collectives (shuffles, mma, ldmatrix)
+  gather all lanes' operands first.
+- **Garbage, not zeros**: locals without an initialiser start as GCC's 0xFE byte pattern
+  (``-ftrivial-auto-var-init=pattern``: f32 -1.7e38, int -16843010) and shared memory as 0xFF bytes
+  (NaN) at every block's start, so a kernel that reads what it never wrote fails its comparison.
 - **Launch** (``launch.py``): a small launch server (the runtime, an executable; one per process)
   forks one child per launch, so this interpreter never forks and launches may come from any thread;
   arguments live in a memory file shared with the child, each between inaccessible guard pages, so a
   crash, overrun or hang ends only the child and comes back as an :class:`EmulationError` subclass
   with kernel, block and thread in its message.
-- **Races** (opt-in, ``detect_races``): the kernel is rebuilt with GCC's call-mode address
-  instrumentation, and every shared-memory access is checked against the accesses since the last
-  barrier.
+- **Races** (``detect_races``): the kernel is built with GCC's call-mode address instrumentation,
+  and every shared-memory access is checked against the accesses since the last barrier. Every
+  verification on the emulator (the backend runner, ``runner.py``) also runs this build over a sample
+  of blocks, the grid's corners, edges and centre (``race_blocks``; all of a small grid).
 """
 
 from __future__ import annotations
@@ -98,13 +104,15 @@ def run(
     check_bounds: bool = True,
     detect_races: bool = False,
     config: EmuConfig | None = None,
+    blocks: Sequence[int] | None = None,
 ) -> LaunchStats:
     """Compile (cached) and launch ``kernel`` over its grid; pointer arguments are written back.
 
     Raises an :class:`EmulationError` subclass on any fault: compile error, barrier divergence or
     deadlock, out-of-bounds global access (``check_bounds``), a shared-memory race (``detect_races``,
     an instrumented and slower build), a crash of the launch process, or a run past ``timeout_s``.
+    ``blocks`` (linear indices, x fastest) runs only those blocks of the grid.
     """
     cfg = config or EmuConfig.default()
     binary = compile_kernel(kernel, config=cfg, detect_races=detect_races)
-    return launch(binary, args, config=cfg, timeout_s=timeout_s, check_bounds=check_bounds)
+    return launch(binary, args, config=cfg, timeout_s=timeout_s, check_bounds=check_bounds, blocks=blocks)

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 DESC_OFFSET = 4096  # WM_DESC_OFFSET
-REQUEST_MAGIC = 0x776D3031  # WM_REQUEST_MAGIC, "wm01"
+REQUEST_MAGIC = 0x776D3032  # WM_REQUEST_MAGIC, "wm02"
 
 
 class Status(ctypes.Structure):
@@ -62,6 +62,9 @@ class LaunchDesc(ctypes.Structure):
         ("reserved", ctypes.c_int32),
         ("stack_bytes", ctypes.c_uint64),
         ("status", ctypes.c_uint64),
+        ("block_ids", ctypes.c_uint64),
+        ("nblock_ids", ctypes.c_int32),
+        ("reserved2", ctypes.c_int32),
     )
 
 

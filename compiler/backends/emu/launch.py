@@ -40,7 +40,6 @@ from .symbols import describe_shared_locations
 MAX_THREADS_PER_BLOCK = 1024
 _PAGE = mmap.PAGESIZE
 _GUARD = 64 << 10
-_MAX_WORKERS = 256  # the child's clamp
 #: Fills the bytes between an array and its guard pages, so that writes there are found afterwards.
 _CANARY = 0xA5
 
@@ -181,12 +180,13 @@ class _Header:
     """The launch description, buffer table, argument vector, scalars and strings that follow the
     status page, as offsets from the start of the shared file."""
 
-    def __init__(self, nargs: int, nbufs: int, strings: Sequence[str]) -> None:
+    def __init__(self, nargs: int, nbufs: int, strings: Sequence[str], nblocks: int = 0) -> None:
         offset = DESC_OFFSET + ctypes.sizeof(LaunchDesc)
         self.bufs = _round_up(offset, 8)
         self.argv = self.bufs + nbufs * ctypes.sizeof(BufferEntry)
         self.scalars = self.argv + 8 * nargs
-        offset = self.scalars + 8 * nargs
+        self.block_ids = self.scalars + 8 * nargs
+        offset = self.block_ids + _round_up(4 * nblocks, 8)
         self.strings: dict[str, int] = {}
         self.blob = bytearray()
         for text in strings:
@@ -241,13 +241,31 @@ def _distinct_arrays(kernel: KernelSource, args: Sequence[object]) -> tuple[list
     return arrays, index
 
 
-def _request(kernel: KernelSource, config: EmuConfig) -> bytes:
-    """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map."""
-    blocks = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
-    workers = max(1, min(config.workers, blocks, _MAX_WORKERS))
-    stacks = workers * kernel.threads_per_block
-    return struct.pack("<IIIIQ", REQUEST_MAGIC, ctypes.sizeof(LaunchDesc), ctypes.sizeof(BufferEntry), stacks,
-                       config.stack_bytes)
+def _request(kernel: KernelSource, config: EmuConfig, nblocks: int) -> bytes:
+    """The fixed part of a launch request (``wm_request``): layout checks, and the fiber stacks to map.
+
+    It asks for at most one worker per block; the server maps stacks for as many of those as the
+    process's mapping limit allows, and the child runs on that many (the only clamp on the count).
+    """
+    return struct.pack("<IIIIIIQ", REQUEST_MAGIC, ctypes.sizeof(LaunchDesc), ctypes.sizeof(BufferEntry),
+                       _workers(config, nblocks), kernel.threads_per_block, 0, config.stack_bytes)
+
+
+def _workers(config: EmuConfig, nblocks: int) -> int:
+    """Workers to ask for: more than one per block would have nothing to do."""
+    return max(1, min(config.workers, nblocks))
+
+
+def _block_ids(kernel: KernelSource, blocks: Sequence[int] | None) -> list[int]:
+    """The linear block indices to run (x fastest), all of the grid's when ``blocks`` is None."""
+    total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    if blocks is None:
+        return []
+    ids = sorted(set(blocks))
+    if not ids or ids[0] < 0 or ids[-1] >= total:
+        raise errors.EmulationArgumentError(
+            kernel.entry, f"{kernel.entry}: blocks must be a non-empty subset of 0..{total - 1}, got {list(blocks)}")
+    return ids
 
 
 def launch(
@@ -257,8 +275,10 @@ def launch(
     config: EmuConfig | None = None,
     timeout_s: float = 60.0,
     check_bounds: bool = True,
+    blocks: Sequence[int] | None = None,
 ) -> LaunchStats:
-    """Run every block of ``binary``'s kernel once; pointer arguments are updated in place.
+    """Run every block of ``binary``'s kernel once (or only ``blocks``, linear indices with x fastest:
+    ``blockIdx`` and ``gridDim`` stay those of the whole grid); pointer arguments are updated in place.
 
     Safe to call from several threads at once.
     """
@@ -274,8 +294,10 @@ def launch(
             f"CUDA allows at most {MAX_THREADS_PER_BLOCK}",
         )
     arrays, array_of_param = _distinct_arrays(kernel, args)
+    block_ids = _block_ids(kernel, blocks)
+    nblocks = len(block_ids) or kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     header = _Header(len(kernel.params), len(arrays),
-                     [ENTRY_SYMBOL, kernel.entry, *(s for a in arrays for s in (a.name, a.dtype))])
+                     [ENTRY_SYMBOL, kernel.entry, *(s for a in arrays for s in (a.name, a.dtype))], len(block_ids))
     slots, total = _layout([a.array.nbytes for a in arrays], check_bounds, header.end)
     start = time.perf_counter()
     shared = SharedFile(total)
@@ -284,9 +306,10 @@ def launch(
         for a, view in zip(arrays, views, strict=True):
             view[...] = a.array.reshape(-1)
         _write_description(shared, header, binary, args, arrays, array_of_param, slots, cfg, check_bounds)
+        _write_blocks(shared, header, block_ids, _workers(cfg, nblocks))
         library = _open_binary(binary, cfg)
         try:
-            running = SERVERS.start(cfg, _request(kernel, cfg), (shared.fd, library))
+            running = SERVERS.start(cfg, _request(kernel, cfg, nblocks), (shared.fd, library))
         finally:
             os.close(library)
         try:
@@ -338,10 +361,18 @@ def _write_description(shared: SharedFile, header: _Header, binary: EmuBinary, a
     desc.argv, desc.nargs = header.argv, len(kernel.params)
     desc.bufs, desc.nbufs = header.bufs, len(arrays)
     desc.check_bounds = int(check_bounds)
-    desc.workers = config.workers
     desc.detect_races = int(binary.detect_races)
     desc.stack_bytes = config.stack_bytes
     desc.status = 0
+
+
+def _write_blocks(shared: SharedFile, header: _Header, block_ids: Sequence[int], workers: int) -> None:
+    """Which blocks the child runs (none listed: all), and on how many workers."""
+    desc = LaunchDesc.from_address(shared.address + DESC_OFFSET)
+    desc.block_ids, desc.nblock_ids = header.block_ids, len(block_ids)
+    if block_ids:
+        shared.write(header.block_ids, struct.pack(f"<{len(block_ids)}I", *block_ids))
+    desc.workers = workers
 
 
 def _raise_on_failure(binary: EmuBinary, wait_status: int | None, status: Status, timeout_s: float) -> None:

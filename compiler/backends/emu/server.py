@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import select
 import signal
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 
 from . import errors
 from .build import EmuConfig, build_runtime, runtime_key
+
+_POLL_MAX_MS = 2**31 - 1  # poll's limit: about 24 days
 
 
 @dataclass
@@ -44,8 +47,12 @@ class Launch:
 
     def wait(self, timeout_s: float) -> int | None:
         """The child's wait status, or None if it ran past ``timeout_s`` (it is then killed and reaped)."""
+        # poll, not select: select refuses descriptors from 1024 on, which a long-lived process that
+        # holds many files (a service, a test run) hands out to its sockets.
+        poller = select.poll()
+        poller.register(self.reply, select.POLLIN)
         try:
-            ready, _, _ = select.select([self.reply], [], [], timeout_s)
+            ready = poller.poll(min(max(0, math.ceil(timeout_s * 1000)), _POLL_MAX_MS))
             if not ready:
                 self.kill()
             message = self.reply.recv(4)  # sent once the server has reaped the child

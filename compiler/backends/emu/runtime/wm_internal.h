@@ -77,6 +77,9 @@ typedef struct wm_launch_desc {
     int32_t reserved;
     uint64_t stack_bytes;
     wm_status *status;
+    const uint32_t *block_ids; /* nblock_ids linear block indices to run, or all blocks when 0 */
+    int32_t nblock_ids;
+    int32_t reserved2;
 } wm_launch_desc;
 
 #define WM_DESC_OFFSET 4096u
@@ -87,11 +90,13 @@ typedef struct wm_request {
     uint32_t magic;
     uint32_t desc_bytes;
     uint32_t buffer_bytes;
-    uint32_t stacks; /* fiber stacks the launch needs: workers x threads per block */
+    uint32_t workers; /* OS threads the launch asks for (already at most its blocks) */
+    uint32_t threads; /* per block: each worker needs one fiber stack per thread */
+    uint32_t reserved;
     uint64_t stack_bytes;
 } wm_request;
 
-#define WM_REQUEST_MAGIC 0x776d3031u /* "wm01" */
+#define WM_REQUEST_MAGIC 0x776d3032u /* "wm02" */
 
 typedef struct wm_cp {
     char *dst;
@@ -166,7 +171,7 @@ void wm_cp_retire(wm_worker *w, wm_fiber *f, uint32_t keep_groups);
 /* Launching (wm_launch.c): the child's entry, given the shared region and the kernel library, and the
  * fiber stack pool the server maps before each fork. */
 void wm_launch_child(int region_fd, int kernel_fd) __attribute__((noreturn));
-int wm_pool_reserve(size_t stacks, size_t stack_bytes);
+int wm_pool_reserve(uint32_t workers, uint32_t threads, size_t stack_bytes);
 
 /* Faults (wm_launch.c): record the first one, then end the child process. */
 void wm_fail(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));

@@ -196,7 +196,7 @@ static void *wm_worker_main(void *arg) {
     for (;;) {
         uint32_t b = __atomic_fetch_add(&g_next_block, 1u, __ATOMIC_RELAXED);
         if (b >= g_num_blocks) break;
-        wm_run_block(w, b);
+        wm_run_block(w, d->nblock_ids ? d->block_ids[b] : b);
     }
     w->current = NULL;
     return NULL;
@@ -222,24 +222,28 @@ static __attribute__((noreturn)) void wm_child(const wm_launch_desc *d) {
     if (!dlsym(g_handle, d->entry_symbol)) {
         wm_fail(WM_ERR_LOAD, "kernel library has no symbol '%s'", d->entry_symbol);
     }
-    g_num_blocks = d->grid[0] * d->grid[1] * d->grid[2];
+    g_num_blocks = d->nblock_ids ? (uint32_t)d->nblock_ids : d->grid[0] * d->grid[1] * d->grid[2];
     g_next_block = 0;
-    int workers = d->workers < 1 ? 1 : d->workers;
-    if ((uint32_t)workers > g_num_blocks) workers = (int)g_num_blocks;
-    if (workers > 256) workers = 256; /* the same clamp as the stack pool's */
-    pthread_t threads[256];
+    /* As many workers as asked for (launch.py asks for at most one per block) and as the stack pool
+     * holds (the server sized it under the mapping limit). */
+    size_t capacity = g_pool_stacks / ((size_t)d->block[0] * d->block[1] * d->block[2]);
+    size_t workers = d->workers < 1 ? 1 : (size_t)d->workers;
+    if (workers > g_num_blocks) workers = g_num_blocks;
+    if (workers > capacity) workers = capacity;
+    pthread_t *threads = (pthread_t *)calloc(workers, sizeof *threads);
+    if (!threads || !workers) wm_fail(WM_ERR_CRASH, "no fiber stacks for a worker (pool of %zu)", g_pool_stacks);
     double t0 = wm_now();
-    for (int i = 1; i < workers; i++) {
+    for (size_t i = 1; i < workers; i++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 1u << 20);
         if (pthread_create(&threads[i], &attr, wm_worker_main, (void *)(uintptr_t)i) != 0) {
-            wm_fail(WM_ERR_CRASH, "cannot start worker thread %d", i);
+            wm_fail(WM_ERR_CRASH, "cannot start worker thread %zu", i);
         }
         pthread_attr_destroy(&attr);
     }
     wm_worker_main((void *)(uintptr_t)0);
-    for (int i = 1; i < workers; i++) pthread_join(threads[i], NULL);
+    for (size_t i = 1; i < workers; i++) pthread_join(threads[i], NULL);
     d->status->elapsed_s = wm_now() - t0;
     struct timespec cpu;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
@@ -248,11 +252,50 @@ static __attribute__((noreturn)) void wm_child(const wm_launch_desc *d) {
     _exit(0);
 }
 
-int wm_pool_reserve(size_t stacks, size_t stack_bytes) {
+/* Each fiber stack with its guard page is two mappings, and the kernel refuses any past
+ * vm.max_map_count (65530 by default, which 32 workers of 1024-thread blocks already pass). So the pool
+ * holds as many workers' stacks as fit under that limit, beside the server's own mappings and those
+ * each child adds (below), and a launch runs on at most that many workers. Every stack keeps its
+ * guard page: an overflow must be a fault, never a silent write into a neighbour's frames. */
+#define WM_CHILD_MAPS 1024u /* per child, beside its workers': the shared file split by guard pages,
+                             * the kernel library and what it loads */
+#define WM_WORKER_MAPS 16u  /* per worker, beside its fiber stacks: thread stack and guard, allocator
+                             * arena, fiber records, dynamic shared memory and guard, race shadow */
+
+static size_t g_map_budget; /* mappings the pool and the child may add; measured once */
+
+static size_t wm_map_budget(void) {
+    size_t limit = 65530, used = 0;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+        unsigned long long value;
+        if (fscanf(f, "%llu", &value) == 1) limit = (size_t)value;
+        fclose(f);
+    }
+    f = fopen("/proc/self/maps", "r");
+    if (f) {
+        for (int c; (c = fgetc(f)) != EOF;) used += c == '\n';
+        fclose(f);
+    }
+    return limit > used + WM_CHILD_MAPS ? limit - used - WM_CHILD_MAPS : 0;
+}
+
+int wm_pool_reserve(uint32_t workers, uint32_t threads, size_t stack_bytes) {
+    if (workers < 1 || threads < 1) return -EINVAL;
+    if (!g_map_budget) g_map_budget = wm_map_budget(); /* before any pool: the server's own mappings */
+    size_t fit = g_map_budget / (2u * (size_t)threads + WM_WORKER_MAPS);
+    if (fit < 1) return -ENOMEM;
+    size_t stacks = (workers < fit ? workers : fit) * (size_t)threads;
     size_t stride = stack_bytes + WM_PAGE;
-    if (g_pool && g_pool_stride == stride && g_pool_stacks >= stacks) return 0;
+    /* Reused while it is big enough and not much bigger: every fork copies the pool's mappings, so a
+     * pool left from a launch of 30 workers x 1024 threads made each later small launch ten times
+     * slower (220 ms instead of 23 ms measured); remapping a small pool is cheap. */
+    if (g_pool && g_pool_stride == stride && g_pool_stacks >= stacks && g_pool_stacks <= 2 * stacks + 1024) {
+        return 0;
+    }
     if (g_pool) munmap(g_pool, g_pool_bytes);
     g_pool = NULL;
+    g_pool_stacks = 0;
     size_t bytes = stacks * stride;
     char *pool = (char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                               -1, 0);
@@ -280,6 +323,7 @@ static void wm_relocate(wm_launch_desc *d, char *base) {
     d->kernel_name = (const char *)WM_AT(base, d->kernel_name);
     d->argv = (void **)WM_AT(base, d->argv);
     d->bufs = (wm_buffer *)WM_AT(base, d->bufs);
+    d->block_ids = (const uint32_t *)WM_AT(base, d->block_ids);
     for (int i = 0; i < d->nargs; i++) d->argv[i] = WM_AT(base, d->argv[i]);
     for (int i = 0; i < d->nbufs; i++) {
         wm_buffer *b = &d->bufs[i];

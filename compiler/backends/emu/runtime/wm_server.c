@@ -81,7 +81,7 @@ static int wm_check_request(const wm_request *req) {
         req->buffer_bytes != sizeof(wm_buffer)) {
         return -EPROTO;
     }
-    return wm_pool_reserve(req->stacks, req->stack_bytes);
+    return wm_pool_reserve(req->workers, req->threads, req->stack_bytes);
 }
 
 static void wm_start(int sock, wm_live *live, int *nlive, const wm_request *req, const int fds[3]) {

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,19 @@ from compiler.source import KernelSource, Param
 @pytest.fixture(scope="session")
 def emu_config(tmp_path_factory: pytest.TempPathFactory) -> emu.EmuConfig:
     return emu.EmuConfig(cache_dir=tmp_path_factory.mktemp("emu-cache"), workers=2)
+
+
+SAMPLES = Path(__file__).with_name("samples.py")
+
+
+@pytest.fixture(scope="session")
+def tiled_matmul() -> Callable[..., KernelSource]:
+    """``samples.tiled_matmul``: the hand-written shared-memory matmul (test data, not in the package)."""
+    spec = importlib.util.spec_from_file_location("emu_test_samples", SAMPLES)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.tiled_matmul  # type: ignore[no-any-return]
 
 
 @pytest.fixture

@@ -289,3 +289,21 @@ def test_arrays_that_overlap_in_part_are_refused(emu_config) -> None:
     a = np.zeros(10, np.float32)
     with pytest.raises(emu.EmulationArgumentError, match="'x' and 'y' overlap in part"):
         emu.run(kernel, [a[:9], a[1:], 8], config=emu_config)
+
+
+BLOCK_ID = r"""
+extern "C" __global__ void block_id(float* __restrict__ y) {
+  y[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = blockIdx.x + 10 * blockIdx.y + 100 * blockIdx.z;
+}
+"""
+
+
+def test_a_launch_may_run_only_some_blocks_of_its_grid(run_kernel) -> None:
+    grid = (5, 3, 2)
+    y = np.full(30, np.nan, np.float32)
+    run_kernel(BLOCK_ID, "block_id", grid, (1, 1, 1), [Param("y", "float32")], [y], blocks=[29, 0, 7, 7])
+    assert np.isnan(np.delete(y, [0, 7, 29])).all()
+    np.testing.assert_array_equal(y[[0, 7, 29]], [0, 2 + 10 * 1, 4 + 10 * 2 + 100 * 1])
+    for bad in ([], [30], [-1]):
+        with pytest.raises(emu.EmulationArgumentError, match=r"blocks must be a non-empty subset of 0\.\.29"):
+            run_kernel(BLOCK_ID, "block_id", grid, (1, 1, 1), [Param("y", "float32")], [y], blocks=bad)

@@ -4,6 +4,7 @@ beside BLAS work, after the server died, and in a forked copy of this process.""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -228,3 +229,26 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_launch_waits_on_descriptors_past_1024(emu_config: emu.EmuConfig, rng: np.random.Generator) -> None:
+    # A long-lived process (a service, a test run) may hold over a thousand files; the launch's reply
+    # socket and pidfd then get numbers select() refuses. The time limit must still work there.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1200
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {want}")
+    assert run_scale(emu_config, rng)  # the server and its socket first, at a low number
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:  # every lower number taken, so new sockets land above
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert run_scale(emu_config, rng)
+        kernel = KernelSource("hang", HANG, (1, 1, 1), (32, 1, 1), (Param("y", "float32"),))
+        with pytest.raises(emu.EmulationTimeoutError):
+            emu.run(kernel, [np.zeros(1, np.float32)], config=emu_config, timeout_s=0.3)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

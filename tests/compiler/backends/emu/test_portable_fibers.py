@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.backends import emu
-from compiler.backends.emu.samples import tiled_matmul
 
 
-def test_portable_fibers_run_a_matmul_with_barriers(tmp_path, emu_config: emu.EmuConfig) -> None:
+def test_portable_fibers_run_a_matmul_with_barriers(tiled_matmul, tmp_path, emu_config: emu.EmuConfig) -> None:
     rng = np.random.default_rng(3)
     m, n, k = 67, 45, 83
     a = rng.standard_normal((m, k)).astype(np.float32)

@@ -1,0 +1,31 @@
+"""The emulator as a backend runner: it says why it cannot run where its compiler is missing."""
+
+from __future__ import annotations
+
+from compiler.backends import emu, get_runner
+from compiler.backends.emu.runner import EmuRunner
+
+
+def test_the_emulator_can_run_here(tmp_path) -> None:
+    assert EmuRunner(config=emu.EmuConfig(cache_dir=tmp_path)).unavailable_reason() is None
+
+
+def test_a_missing_compiler_is_the_reason_it_cannot_run(tmp_path) -> None:
+    runner = EmuRunner(config=emu.EmuConfig(cache_dir=tmp_path, cxx="no-such-g++-42"))
+    reason = runner.unavailable_reason()
+    assert reason is not None and "'no-such-g++-42' is not on PATH" in reason and "\n" not in reason
+
+
+def test_an_empty_path_leaves_the_default_runner_without_g_plus_plus(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reason = get_runner("emu").unavailable_reason()
+    assert reason is not None and "'g++' is not on PATH" in reason
+
+
+def test_a_compiler_that_is_not_gcc_is_refused(tmp_path) -> None:
+    fake = tmp_path / "fake-cxx"
+    fake.write_text("#!/bin/sh\necho 'clang version 17.0.1'\n")
+    fake.chmod(0o755)
+    reason = EmuRunner(config=emu.EmuConfig(cache_dir=tmp_path, cxx=str(fake))).unavailable_reason()
+    assert reason is not None and "needs GCC 12 or later" in reason and "clang version 17" in reason

@@ -1,0 +1,77 @@
+"""The default verification path (``search.verify`` with the ``emu`` runner, as ``warpmap check`` uses
+it) reports a kernel that stages data through shared memory without its ``__syncthreads()``, even
+where the emulator's fixed fiber order would have produced the right numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+from compiler.backends import get_runner
+from compiler.device import device_preset
+from compiler.ops.base import TensorSpec
+from compiler.source import KernelSource, Param
+from search.trial import TrialStatus
+from search.verify import check_schedule
+
+# Each thread stages x[i] and then reads its left neighbour's slot. The fibers of a block run in
+# thread order, so without the barrier the neighbour has always written first: right numbers, by luck.
+SHIFT = r"""
+extern "C" __global__ void shift(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ float s[128];
+  const int t = threadIdx.x, i = blockIdx.x * 128 + t;
+  s[t] = x[i];
+  BARRIER
+  y[i] = t > 0 ? s[t - 1] : x[i];
+}
+"""
+
+
+class Shift:
+    """y[i] = x[i - 1] within each block of 128 (y[i] = x[i] at a block's first element); the spec is
+    the number of blocks."""
+
+    name = "shift"
+
+    def build(self, spec: int, schedule: str) -> KernelSource:
+        barrier = "__syncthreads();" if schedule == "barrier" else ""
+        return KernelSource("shift", SHIFT.replace("BARRIER", barrier), (spec, 1, 1), (128, 1, 1),
+                            (Param("x", "float32"), Param("y", "float32")))
+
+    def inputs(self, spec: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"x": rng.standard_normal(spec * 128).astype(np.float32)}
+
+    def outputs(self, spec: int) -> tuple[TensorSpec, ...]:
+        return (TensorSpec("y", (spec * 128,), "float32"),)
+
+    def reference(self, spec: object, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        x = inputs["x"].astype(np.float64).reshape(-1, 128)
+        return {"y": np.concatenate([x[:, :1], x[:, :-1]], axis=1).reshape(-1)}
+
+
+@pytest.fixture
+def check(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path))  # the default runner's cache, here
+
+    def run(blocks: int, schedule: str):
+        return check_schedule(Shift(), blocks, schedule, runner=get_runner("emu"), device=device_preset("h200"))
+
+    return run
+
+
+# 4 blocks: the checked build runs the whole grid; 100: it runs a sample, the plain build the grid.
+@pytest.mark.parametrize("blocks", [4, 100])
+def test_the_kernel_with_its_barrier_passes(check, blocks: int) -> None:
+    result = check(blocks, "barrier")
+    assert result.status is TrialStatus.OK, result.message
+
+
+@pytest.mark.parametrize("blocks", [4, 100])
+def test_a_missing_barrier_fails_verification_as_a_race(check, blocks: int) -> None:
+    result = check(blocks, "no barrier")
+    assert result.status is TrialStatus.LAUNCH_ERROR, result
+    assert "shared-memory race in kernel 'shift'" in result.message
+    assert "thread (1,0,0): it reads __shared__ 's' at byte 0" in result.message
+    assert "which thread (0,0,0) wrote with no barrier between" in result.message
