@@ -85,8 +85,3 @@ def _binary(expr: Binary, env: RangeEnv) -> Interval | None:
         return (alo, ahi) if ahi < blo else (0, min(ahi, bhi - 1))
     return None
 
-
-def is_nonnegative(expr: Expr, env: RangeEnv) -> bool:
-    bounds = interval(expr, env)
-    return bounds is not None and bounds[0] >= 0
-
