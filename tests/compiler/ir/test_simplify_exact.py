@@ -1,7 +1,7 @@
 """Simplification is exact in C's integer semantics: unsigned wrap-around, signed overflow, shifts.
 
-The differential test draws random expression trees over signed and unsigned variables with known
-ranges, simplifies them under those ranges, and evaluates both forms (``compiler.ir.evaluate``, C++
+The differential test draws random expression trees over signed (32- and 64-bit) and unsigned
+variables with known ranges, simplifies them under those ranges, and evaluates both forms (``compiler.ir.evaluate``, C++
 semantics for each type) at random points of the ranges. Where the original has no value in C++
 (signed overflow, a zero divisor) the point is skipped; everywhere else the simplified form must give
 the same value, never raise where the original did not, and contain only literals its types hold.
@@ -62,10 +62,11 @@ def _literals_fit(expr: Expr) -> bool:
 
 # -- the differential test ---------------------------------------------------------------------
 
-TYPES = (i32, u32)
+TYPES = (i32, u32, i64)
 OPS = ("add", "sub", "mul", "floordiv", "mod", "bitand", "bitor", "bitxor", "shl", "shr")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
-EDGES = {i32: (0, 1, -1, 2**31 - 1, -(2**31), 2**16), u32: (0, 1, 2**31, 2**32 - 1, 2**16)}
+EDGES = {i32: (0, 1, -1, 2**31 - 1, -(2**31), 2**16), u32: (0, 1, 2**31, 2**32 - 1, 2**16),
+         i64: (0, 1, -1, 2**31, 2**32, 2**63 - 1, -(2**63))}
 
 
 @st.composite
