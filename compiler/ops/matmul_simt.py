@@ -30,8 +30,6 @@ from compiler.ops.matmul_spec import MatmulSpec
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, Space
 
-#: Elements a 32-bit index reaches: every tensor must stay below it.
-MAX_INDEX = 2**31 - 1
 #: Block tiles may exceed the problem (rounded up to this) by at most 2x ...
 PAD = 16
 #: ... or be this small whatever the problem: every level has a candidate within it.
@@ -153,16 +151,15 @@ def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
     """The kernel computing ``spec`` with ``schedule``: parameters ``a``, ``b`` (inputs) and ``c``."""
     if spec.dtype != "float32":
         raise ValueError(f"the SIMT matmul template computes float32, not {spec.dtype}")
-    for name, shape in (("A", spec.a_shape), ("B", spec.b_shape), ("C", spec.c_shape)):
-        if shape[0] * shape[1] * shape[2] > MAX_INDEX:
-            raise ValueError(f"{name} {shape} has more elements than 32-bit indices reach ({MAX_INDEX})")
     tile: SimtTile = schedule
     tiles_m, tiles_n = -(-spec.m // tile.block_m), -(-spec.n // tile.block_n)
     vec_a, vec_b = operand_vectors(spec, schedule.vector)
     with kernel("matmul_simt", block=tile.threads, grid=(tiles_m * tiles_n, 1, spec.batch)) as k:
-        a = k.tensor("a", f32, spec.a_shape, const=True)
-        b = k.tensor("b", f32, spec.b_shape, const=True)
-        c = k.tensor("c", f32, spec.c_shape)
+        # Loads are under select/if and stores under if: no offset is formed outside a tensor, so a
+        # tensor indexes with 32-bit ints exactly when its own elements fit one (64-bit otherwise).
+        a = k.tensor("a", f32, spec.a_shape, const=True, overshoot=0)
+        b = k.tensor("b", f32, spec.b_shape, const=True, overshoot=0)
+        c = k.tensor("c", f32, spec.c_shape, overshoot=0)
         batch = blockIdx.z
         row0 = blockIdx.x // tiles_n * tile.block_m
         col0 = blockIdx.x % tiles_n * tile.block_n
