@@ -54,7 +54,7 @@ def _simplify(expr: Expr, env: RangeEnv) -> Expr:
     if isinstance(node, Binary):
         return _binary(node, env)
     if isinstance(node, Unary):
-        return _unary(node)
+        return _unary(node, env)
     if isinstance(node, Select) and isinstance(node.cond, Const):
         return node.then if node.cond.value else node.otherwise
     if isinstance(node, Cast) and isinstance(node.value, Const) and node.type != boolean:
@@ -87,7 +87,7 @@ def _binary(node: Binary, env: RangeEnv) -> Expr:
             return b
         return node
     if node.op in ("add", "sub", "mul"):
-        return _normalised(node, dtype)
+        return _normalised(node, dtype, env)
     if isinstance(b, Const) and b.value > 0:
         if node.op == "floordiv":
             return _floordiv(a, int(b.value), dtype, env)
@@ -119,12 +119,14 @@ def fold_integer(op: str, a: int, b: int, dtype: DataType) -> int | None:
     return c_integer(folds[op](a, b), dtype)
 
 
-def _normalised(node: Expr, dtype: DataType) -> Expr:
+def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
     """The linear form of ``node`` rebuilt, or ``node`` itself where that would not be exact.
 
     Unsigned coefficients reduce modulo ``2**bits`` (to the representative nearest zero, so ``x - 1``
     keeps reading that way); a signed coefficient or constant out of range means the expression
-    overflows (or was built so that it may), and then it is left as written.
+    overflows (or was built so that it may), and then it is left as written. Signed terms are put
+    positive first only where the ranges prove no partial sum overflows; otherwise they keep the
+    order they were written in (``a - b + c`` must not become ``a + c - b``, which may overflow).
     """
     terms, const = _linear(node)
     if dtype.kind == "uint":
@@ -135,7 +137,10 @@ def _normalised(node: Expr, dtype: DataType) -> Expr:
     else:
         if not _fits(terms, const, dtype):
             return node
-    return _rebuild(terms, const, dtype)
+    rebuilt = _rebuild(terms, const, dtype)
+    if dtype.kind == "uint" or interval(rebuilt, env) is not None:
+        return rebuilt
+    return _rebuild(terms, const, dtype, keep_order=True)
 
 
 def _fits(terms: Terms, const: int, dtype: DataType) -> bool:
@@ -194,11 +199,11 @@ def _merge(left: Terms, right: Terms) -> Terms:
     return merged
 
 
-def _rebuild(terms: Terms, const: int, dtype: DataType) -> Expr:
-    """The expression of a linear form, positive terms first, the constant last."""
-    ordered = sorted(terms.values(), key=lambda t: t[1] < 0)
+def _rebuild(terms: Terms, const: int, dtype: DataType, *, keep_order: bool = False) -> Expr:
+    """The expression of a linear form, positive terms first (unless ``keep_order``), the constant last."""
+    ordered = list(terms.values()) if keep_order else sorted(terms.values(), key=lambda t: t[1] < 0)
     result: Expr | None = None
-    if ordered and ordered[0][1] < 0 and const > 0:
+    if ordered and ordered[0][1] < 0 and const > 0 and not keep_order:
         result, const = Const(const, dtype), 0  # 1 - x rather than -x + 1
     for atom, coeff in ordered:
         magnitude = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dtype), dtype)
@@ -257,7 +262,7 @@ def _floordiv(a: Expr, c: int, dtype: DataType, env: RangeEnv) -> Expr:
     if parts is not None and not (isinstance(parts[0], Const) and parts[0].value == 0):
         quotient, remainder, _ = parts
         rest = _floordiv(remainder, c, dtype, env)
-        return _normalised(Binary("add", quotient, rest, dtype), dtype)
+        return _normalised(Binary("add", quotient, rest, dtype), dtype, env)
     return Binary("floordiv", a, Const(c, dtype), dtype)
 
 
@@ -309,7 +314,7 @@ def _logical(node: Binary) -> Expr:
     return node
 
 
-def _unary(node: Unary) -> Expr:
+def _unary(node: Unary, env: RangeEnv) -> Expr:
     a = node.a
     if isinstance(a, Const):
         if node.op == "not":
@@ -325,5 +330,5 @@ def _unary(node: Unary) -> Expr:
     if node.op == "neg" and isinstance(a, Unary) and a.op == "neg":
         return a.a
     if node.op == "neg" and isinstance(a.type, DataType) and a.type.is_integer:
-        return _normalised(node, node.type)
+        return _normalised(node, node.type, env)
     return node

@@ -46,6 +46,17 @@ def test_signed_overflow_is_not_folded():
     assert all(_literals_fit(simplify_expr(e)) for e in (x * 65536 * 65536, (x // 65536) // 65536))
 
 
+def test_signed_sums_are_not_reordered_into_overflow():
+    a, b, c = (Var(n, i32) for n in "abc")
+    top = 2**31 - 1
+    expr = (a - b) + c
+    for env in (RangeEnv(), RangeEnv().with_var(a, (0, top)).with_var(b, (0, top)).with_var(c, (0, top))):
+        simplified = simplify_expr(expr, env)
+        assert evaluate_expr(simplified, {a: top, b: top, c: top}) == top, simplified
+    small = RangeEnv().with_var(a, (0, 9)).with_var(b, (0, 9)).with_var(c, (0, 9))
+    assert repr(simplify_expr(expr, small)) == "((a + c) - b)"  # proved safe: positive terms first
+
+
 def test_cast_folds_modulo():
     assert simplify_expr(Cast(Const(-1, i32), u32)).value == 2**32 - 1
     assert simplify_expr(Cast(Const(2**32 + 7, i64), i32)).value == 7
@@ -72,8 +83,10 @@ EDGES = {i32: (0, 1, -1, 2**31 - 1, -(2**31), 2**16), u32: (0, 1, 2**31, 2**32 -
 @st.composite
 def ranges(draw, dtype):
     low, high = integer_range(dtype)
-    small = draw(st.booleans())
-    span = (-64, 64) if small and dtype.kind == "int" else (0, 64) if small else (low, high)
+    # Small ranges, whole ranges, and ranges hugging either end of the type (where sums overflow).
+    kind = draw(st.sampled_from(("small", "whole", "top", "bottom")))
+    span = {"small": (-64 if dtype.kind == "int" else 0, 64), "whole": (low, high),
+            "top": (high - 64, high), "bottom": (low, low + 64)}[kind]
     a = draw(st.integers(*span))
     b = draw(st.integers(*span))
     return (min(a, b), max(a, b))
