@@ -69,7 +69,8 @@ CUDA = Dialect(
     unroll_pragma="#pragma unroll",
     unroll_factor_pragma="#pragma unroll {factor}",
     type_names=_frozen(
-        f32="float", f16="__half", bf16="__nv_bfloat16", i32="int", u32="unsigned int", bool="bool",
+        f32="float", f16="__half", bf16="__nv_bfloat16", i32="int", i64="long long", u32="unsigned int",
+        bool="bool",
         f32x2="float2", f32x4="float4", i32x2="int2", i32x4="int4", u32x2="uint2", u32x4="uint4",
         f16x2="__half2", bf16x2="__nv_bfloat162",
     ),

@@ -25,7 +25,7 @@ from compiler.ir.expr import (
     VectorLoad,
 )
 from compiler.ir.simplify import simplify_expr
-from compiler.ir.types import DataType, PointerType, Type, VectorType, f32
+from compiler.ir.types import DataType, PointerType, Type, VectorType, f32, integer_range
 
 # C precedence levels (higher binds tighter).
 PRIMARY, UNARY, TERNARY = 16, 15, 3
@@ -113,8 +113,7 @@ class ExprRenderer:
         if t.kind == "bool":
             return ("true" if value else "false"), PRIMARY
         if t.is_integer:
-            text = f"{int(value)}u" if t.kind == "uint" else str(int(value))
-            return text, UNARY if int(value) < 0 else PRIMARY
+            return _integer_literal(int(value), t)
         number = float(value)
         if math.isnan(number):
             raise CodegenError("NaN constants cannot be rendered")
@@ -179,6 +178,22 @@ class ExprRenderer:
         element = type_name(self.dialect, buffer.dtype)
         offset = f" + {buffer.byte_offset}" if buffer.byte_offset else ""
         return f"reinterpret_cast<{element}*>({self.dialect.dynamic_shared_name}{offset})"
+
+
+#: Literal suffixes by integer type: an unsuffixed literal is an int in C.
+_SUFFIXES = {"i32": "", "u32": "u", "i64": "LL"}
+
+
+def _integer_literal(value: int, t: DataType) -> tuple[str, int]:
+    """``value`` spelled as a literal of type ``t``; refuses a value the type cannot hold."""
+    low, high = integer_range(t)
+    if not low <= value <= high or t.name not in _SUFFIXES:
+        raise CodegenError(f"integer literal {value} does not fit {t} ({low} .. {high})")
+    suffix = _SUFFIXES[t.name]
+    if value == low and value < 0:
+        # -2147483648 would be the negation of a literal too big for an int (a long long).
+        return f"({value + 1}{suffix} - 1{suffix})", PRIMARY
+    return f"{value}{suffix}", UNARY if value < 0 else PRIMARY
 
 
 def pointer_param(dialect: Dialect, names: Names, param: Var) -> str:

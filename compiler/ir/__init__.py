@@ -61,7 +61,7 @@ from compiler.ir.lang import (
 )
 from compiler.ir.local import local_index, local_shape, task_registers
 from compiler.ir.lower import lower
-from compiler.ir.types import bf16, boolean, f16, f32, i32, ptr, u32, vec
+from compiler.ir.types import bf16, boolean, f16, f32, i32, i64, ptr, u32, vec
 
 __all__ = [
     "Buffer",
@@ -94,6 +94,7 @@ __all__ = [
     "gridDim",
     "half2_to_floats",
     "i32",
+    "i64",
     "if_",
     "kernel",
     "lane",

@@ -2,7 +2,9 @@
 
 ``RangeEnv`` knows the range of loop indices, locals and CUDA built-ins (``threadIdx.x`` ranges over
 the block's x extent); ``interval`` returns the inclusive ``(low, high)`` an expression can take, or
-``None`` when it cannot tell.
+``None`` when it cannot tell. An interval is a proof that the expression (and every part of it) takes
+its exact mathematical value: where an operation may leave its type's range (unsigned wrap-around,
+signed overflow) the answer is ``None``, so no rule built on it folds across a wrap.
 
     >>> env = RangeEnv.for_launch(block=(256, 1, 1), grid=(4, 1, 1))
     >>> interval(BuiltinVar("threadIdx.x") // 32 % 16, env)   # the % 16 cannot bite
@@ -15,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from compiler.ir.expr import Binary, BuiltinVar, Call, Const, Expr, Var
+from compiler.ir.expr import Binary, BuiltinVar, Call, Cast, Const, Expr, Var
+from compiler.ir.types import DataType, integer_range
 
 Interval = tuple[int, int]
 
@@ -48,7 +51,17 @@ class RangeEnv:
 
 
 def interval(expr: Expr, env: RangeEnv) -> Interval | None:
-    """The inclusive range of the integer ``expr`` under ``env``, or ``None`` if unknown."""
+    """The inclusive range of the integer ``expr`` under ``env``, or ``None`` if unknown or it may wrap."""
+    bounds = _interval(expr, env)
+    if bounds is None or not isinstance(expr.type, DataType) or not expr.type.is_integer:
+        return bounds
+    low, high = integer_range(expr.type)
+    return bounds if low <= bounds[0] and bounds[1] <= high else None
+
+
+def _interval(expr: Expr, env: RangeEnv) -> Interval | None:
+    if isinstance(expr, Cast) and isinstance(expr.value.type, DataType) and expr.value.type.is_integer:
+        return interval(expr.value, env)  # a value the target holds converts unchanged
     if isinstance(expr, Const):
         return (int(expr.value), int(expr.value)) if isinstance(expr.value, int) else None
     if isinstance(expr, Var):
@@ -84,9 +97,4 @@ def _binary(expr: Binary, env: RangeEnv) -> Interval | None:
     if expr.op == "mod" and alo >= 0 and blo > 0:
         return (alo, ahi) if ahi < blo else (0, min(ahi, bhi - 1))
     return None
-
-
-def is_nonnegative(expr: Expr, env: RangeEnv) -> bool:
-    bounds = interval(expr, env)
-    return bounds is not None and bounds[0] >= 0
 

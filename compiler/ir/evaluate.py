@@ -2,7 +2,9 @@
 
 It runs scalar code (no barriers between threads, no vectors, no atomics): enough to check that the
 loops and index arithmetic of a lowered task mapping visit exactly ``mapping.worker2task(w)``, and that
-simplification preserves values. Integer division and remainder follow C (truncation toward zero).
+simplification preserves values. Integer arithmetic follows C++ for the operands' type: division and
+remainder truncate toward zero, unsigned values wrap modulo ``2**bits``, and what C++ leaves undefined
+(signed overflow, division by zero, shifts by the width or more) raises :class:`UndefinedBehaviorError`.
 
     >>> from compiler.ir.types import i32
     >>> x = Var("x", i32)
@@ -22,6 +24,11 @@ from compiler.ir.expr import Binary, BuiltinVar, Call, Cast, Const, Expr, Load, 
 from compiler.ir.kernel import Kernel
 from compiler.ir.simplify import c_div, c_mod
 from compiler.ir.stmt import Assign, Body, Declare, DeclareBuffer, Evaluate, For, If, Store, Sync, While
+from compiler.ir.types import DataType, c_integer, convert_integer, integer_range
+
+
+class UndefinedBehaviorError(ArithmeticError):
+    """The expression has no value in C++ (signed overflow, division by zero, an oversized shift)."""
 
 _BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -109,13 +116,28 @@ def _eval(expr: Expr, state: _State) -> Any:
         if expr.op in ("and", "or"):
             left = _eval(expr.a, state)
             return (left and _eval(expr.b, state)) if expr.op == "and" else (left or _eval(expr.b, state))
-        return _BINARY[expr.op](_eval(expr.a, state), _eval(expr.b, state))
+        left, right = _eval(expr.a, state), _eval(expr.b, state)
+        operand = expr.a.type
+        if isinstance(operand, DataType) and operand.is_integer:
+            return integer_binary(expr.op, int(left), int(right), operand)
+        return _BINARY[expr.op](left, right)
     if isinstance(expr, Unary):
         value = _eval(expr.a, state)
+        if expr.op != "not" and expr.type.is_integer:
+            return _in_type(-value if expr.op == "neg" else ~value, expr.type, expr)
         return {"neg": lambda v: -v, "not": lambda v: not v, "bitnot": lambda v: ~v}[expr.op](value)
     if isinstance(expr, Cast):
         value = _eval(expr.value, state)
-        return float(value) if expr.type.is_float else bool(value) if expr.type.kind == "bool" else int(value)
+        if expr.type.kind == "bool":
+            return bool(value)
+        if expr.type.is_float:
+            return float(value)
+        if isinstance(value, float):
+            low, high = integer_range(expr.type)
+            if not low <= int(value) <= high:
+                raise UndefinedBehaviorError(f"{expr!r}: {value} does not fit {expr.type}")
+            return int(value)
+        return convert_integer(int(value), expr.type)
     if isinstance(expr, Select):
         return _eval(expr.then if _eval(expr.cond, state) else expr.otherwise, state)
     if isinstance(expr, Load):
@@ -125,3 +147,30 @@ def _eval(expr: Expr, state: _State) -> Any:
         args = [_eval(a, state) for a in expr.args]
         return min(args) if expr.func in ("min", "fmin") else max(args)
     raise NotImplementedError(f"the reference interpreter does not evaluate {expr!r}")
+
+
+def integer_binary(op: str, a: int, b: int, dtype: DataType) -> Any:
+    """``a op b`` on integers of ``dtype`` as C++ computes it (comparisons give a bool)."""
+    if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return _BINARY[op](a, b)
+    bits = 8 * dtype.nbytes
+    if op in ("floordiv", "mod") and b == 0:
+        raise UndefinedBehaviorError(f"integer {'division' if op == 'floordiv' else 'remainder'} of {a} by zero")
+    if op in ("shl", "shr"):
+        if not 0 <= b < bits:
+            raise UndefinedBehaviorError(f"shift of {a} by {b}, outside 0..{bits - 1}")
+        if op == "shl" and dtype.kind == "int":
+            # C++14..17: a non-negative signed value shifts as its unsigned twin, then converts back.
+            if a < 0 or a << b >= 1 << bits:
+                raise UndefinedBehaviorError(f"{a} << {b} overflows {dtype}")
+            return convert_integer(a << b, dtype)
+    if op == "mod" and dtype.kind == "int" and c_integer(c_div(a, b), dtype) is None:
+        raise UndefinedBehaviorError(f"{a} % {b} overflows {dtype}")  # INT_MIN % -1, as INT_MIN / -1
+    return _in_type(_BINARY[op](a, b), dtype, f"{a} {op} {b}")
+
+
+def _in_type(value: int, dtype: DataType, what: object) -> int:
+    result = c_integer(value, dtype)
+    if result is None:
+        raise UndefinedBehaviorError(f"{what!r} overflows {dtype}")
+    return result

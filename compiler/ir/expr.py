@@ -327,12 +327,19 @@ def literal(value: int | float | bool, dtype: DataType) -> Const:
             raise TypeError(f"integer literal {value} used where bool is expected")
         if dtype.kind == "uint" and value < 0:
             raise TypeError(f"negative literal {value} used where {dtype} is expected")
+        if dtype.is_integer and not _fits(value, dtype):
+            raise TypeError(f"integer literal {value} does not fit {dtype}; compute in a wider type")
         return Const(float(value) if dtype.is_float else value, dtype)
     if isinstance(value, float):
         if not dtype.is_float:
             raise TypeError(f"float literal {value} used where {dtype} is expected; cast explicitly")
         return Const(value, dtype)
     raise TypeError(f"{value!r} of type {type(value).__name__} is not an IR value")
+
+
+def _fits(value: int, dtype: DataType) -> bool:
+    bits = 8 * dtype.nbytes
+    return 0 <= value < 1 << bits if dtype.kind == "uint" else -(1 << (bits - 1)) <= value < 1 << (bits - 1)
 
 
 def as_expr(value: Any, like: Type | None = None) -> Expr:

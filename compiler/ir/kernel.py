@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from compiler.ir.expr import Var
 from compiler.ir.stmt import Body
-from compiler.ir.types import DataType, PointerType, f32, i32, u32
+from compiler.ir.types import PointerType, f32, i32, u32
 
 Dim3 = tuple[int, int, int]
 
@@ -60,6 +60,3 @@ class Kernel:
         x, y, z = self.block
         return x * y * z
 
-    def param_dtype(self, param: Var) -> DataType:
-        """The element type behind a pointer parameter, or the scalar type of a by-value one."""
-        return param.type.element if isinstance(param.type, PointerType) else param.type  # type: ignore[return-value]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from compiler.ir.buffer import Buffer, make_buffer
+from compiler.ir.buffer import OVERSHOOT, Buffer, make_buffer
 from compiler.ir.expr import BuiltinVar, Call, Expr, Var, as_expr
 from compiler.ir.intrinsics import as_condition
 from compiler.ir.kernel import Dim3, Kernel, dim3
@@ -98,13 +98,18 @@ class KernelBuilder:
         return self.param(name, dtype)
 
     def tensor(self, name: str, dtype: DataType, shape: tuple[Any, ...], *,
-               strides: tuple[Any, ...] | None = None, const: bool = False) -> Buffer:
+               strides: tuple[Any, ...] | None = None, const: bool = False,
+               overshoot: int = OVERSHOOT, index_type: DataType | None = None) -> Buffer:
         """A pointer parameter ``name`` seen as a tensor of ``shape`` (row-major unless ``strides``).
 
-        ``const`` marks an input the kernel only reads (``const T* __restrict__``).
+        ``const`` marks an input the kernel only reads (``const T* __restrict__``). Element offsets
+        are computed in 32-bit ints where that is proved to suffice, in 64-bit ones otherwise (see
+        ``compiler.ir.buffer.index_type_for``): ``overshoot`` is how many coordinates past an edge
+        the kernel may form under a predicate; ``index_type`` forces a width.
         """
         pointer = self.param(name, PointerType(dtype, const))
-        return make_buffer(name, dtype, tuple(shape), "global", strides=strides, pointer=pointer)
+        return make_buffer(name, dtype, tuple(shape), "global", strides=strides, pointer=pointer,
+                           overshoot=overshoot, index_type=index_type)
 
     def dynamic_shared(self, name: str, dtype: DataType, shape: tuple[int, ...], *,
                        byte_offset: int = 0) -> Buffer:

@@ -87,10 +87,7 @@ def walk(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
         children.extend(body)
         return body
 
-    if isinstance(node, Expr):
-        map_children(node, collect_expr, collect_body)
-    else:
-        map_children(node, collect_expr, collect_body)
+    map_children(node, collect_expr, collect_body)
     for child in children:
         yield from walk(child)
 

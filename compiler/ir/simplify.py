@@ -11,7 +11,10 @@ assumed: a rule that needs it asks ``bounds.interval``)::
     >>> simplify_expr((tid // 32 * 32 + tid % 32) // 32 % 8, env)
     (threadIdx.x // 32)
 
-C division truncates toward zero; constants fold with that rule, never Python's floor.
+Folding is exact in the operands' C type: constants fold with C's truncating division (never Python's
+floor), unsigned results wrap modulo ``2**bits``, and a signed result C leaves undefined (overflow) is
+not folded at all. Linear forms of unsigned values are exact modulo ``2**bits`` (a ring); range facts
+come from ``bounds.interval``, which refuses any expression that may wrap.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from compiler.ir.bounds import Interval, RangeEnv, interval
 from compiler.ir.expr import Binary, Cast, Const, Expr, Select, Unary
 from compiler.ir.rewrite import map_children, structure_key
-from compiler.ir.types import DataType, boolean
+from compiler.ir.types import DataType, boolean, c_integer, convert_integer, integer_range
 
 _COMPARE: dict[str, Callable[[int | float, int | float], bool]] = {
     "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
@@ -51,13 +54,24 @@ def _simplify(expr: Expr, env: RangeEnv) -> Expr:
     if isinstance(node, Binary):
         return _binary(node, env)
     if isinstance(node, Unary):
-        return _unary(node)
+        return _unary(node, env)
     if isinstance(node, Select) and isinstance(node.cond, Const):
         return node.then if node.cond.value else node.otherwise
     if isinstance(node, Cast) and isinstance(node.value, Const) and node.type != boolean:
-        value = node.value.value
-        return Const(float(value) if node.type.is_float else int(value), node.type)
+        return _fold_cast(node)
     return node
+
+
+def _fold_cast(node: Cast) -> Expr:
+    assert isinstance(node.value, Const)
+    value = node.value.value
+    if node.type.is_float:
+        return Const(float(value), node.type)
+    if isinstance(value, float):
+        low, high = integer_range(node.type)
+        # Float to int truncates; out of range it is undefined, so it stays a run-time cast.
+        return Const(int(value), node.type) if low <= int(value) <= high else node
+    return Const(convert_integer(int(value), node.type), node.type)
 
 
 def _binary(node: Binary, env: RangeEnv) -> Expr:
@@ -73,23 +87,73 @@ def _binary(node: Binary, env: RangeEnv) -> Expr:
             return b
         return node
     if node.op in ("add", "sub", "mul"):
-        return _rebuild(*_linear(node), dtype)
+        return _normalised(node, dtype, env)
     if isinstance(b, Const) and b.value > 0:
         if node.op == "floordiv":
             return _floordiv(a, int(b.value), dtype, env)
         if node.op == "mod":
             return _mod(a, int(b.value), dtype, env)
-    if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
-        return Const(_fold_int(node.op, int(a.value), int(b.value)), dtype)
+    if isinstance(a, Const) and isinstance(b, Const):
+        folded = fold_integer(node.op, int(a.value), int(b.value), dtype)
+        return node if folded is None else Const(folded, dtype)
     return node
 
 
-def _fold_int(op: str, a: int, b: int) -> int:
+def fold_integer(op: str, a: int, b: int, dtype: DataType) -> int | None:
+    """``a op b`` for integers of ``dtype`` as C++ computes it, or None where C++ leaves it undefined."""
+    bits = 8 * dtype.nbytes
+    if op in ("floordiv", "mod") and b == 0:
+        return None
+    if op in ("shl", "shr") and not 0 <= b < bits:
+        return None
+    if op == "shl" and dtype.kind == "int":
+        # C++14..17: a non-negative signed value shifts as its unsigned twin, then converts back.
+        return convert_integer(a << b, dtype) if a >= 0 and a << b < 1 << bits else None
+    if op == "mod" and dtype.kind == "int" and c_integer(c_div(a, b), dtype) is None:
+        return None  # INT_MIN % -1 is undefined, as INT_MIN / -1 is
     folds: dict[str, Callable[[int, int], int]] = {
+        "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
         "floordiv": c_div, "mod": c_mod, "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y,
         "bitxor": lambda x, y: x ^ y, "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y,
     }
-    return folds[op](a, b)
+    return c_integer(folds[op](a, b), dtype)
+
+
+def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
+    """The linear form of ``node`` rebuilt, or ``node`` itself where that would not be exact.
+
+    Unsigned coefficients reduce modulo ``2**bits`` (to the representative nearest zero, so ``x - 1``
+    keeps reading that way); a signed coefficient or constant out of range means the expression
+    overflows (or was built so that it may), and then it is left as written. Signed terms are put
+    positive first only where the ranges prove no partial sum overflows; otherwise they keep the
+    order they were written in (``a - b + c`` must not become ``a + c - b``, which may overflow).
+    """
+    terms, const = _linear(node)
+    if dtype.kind == "uint":
+        terms = {k: (atom, _nearest(c, dtype)) for k, (atom, c) in terms.items() if _nearest(c, dtype)}
+        const = _nearest(const, dtype)
+        if not terms:
+            return Const(const % (1 << 8 * dtype.nbytes), dtype)
+    else:
+        if not _fits(terms, const, dtype):
+            return node
+    rebuilt = _rebuild(terms, const, dtype)
+    if dtype.kind == "uint" or interval(rebuilt, env) is not None:
+        return rebuilt
+    return _rebuild(terms, const, dtype, keep_order=True)
+
+
+def _fits(terms: Terms, const: int, dtype: DataType) -> bool:
+    """Whether every literal of the rebuilt form fits ``dtype``."""
+    high = integer_range(dtype)[1]
+    # -high, not low: a negative coefficient renders as a subtraction of its magnitude.
+    return all(-high <= c <= high for c in (const, *(c for _, c in terms.values())))
+
+
+def _nearest(value: int, dtype: DataType) -> int:
+    """The representative of ``value`` modulo ``2**bits`` in ``-2**(bits-1) .. 2**(bits-1) - 1``."""
+    half = 1 << (8 * dtype.nbytes - 1)
+    return (value + half) % (2 * half) - half
 
 
 # -- linear forms: {key: (atom, coefficient)} plus a constant -----------------------------------
@@ -135,11 +199,11 @@ def _merge(left: Terms, right: Terms) -> Terms:
     return merged
 
 
-def _rebuild(terms: Terms, const: int, dtype: DataType) -> Expr:
-    """The expression of a linear form, positive terms first, the constant last."""
-    ordered = sorted(terms.values(), key=lambda t: t[1] < 0)
+def _rebuild(terms: Terms, const: int, dtype: DataType, *, keep_order: bool = False) -> Expr:
+    """The expression of a linear form, positive terms first (unless ``keep_order``), the constant last."""
+    ordered = list(terms.values()) if keep_order else sorted(terms.values(), key=lambda t: t[1] < 0)
     result: Expr | None = None
-    if ordered and ordered[0][1] < 0 and const > 0:
+    if ordered and ordered[0][1] < 0 and const > 0 and not keep_order:
         result, const = Const(const, dtype), 0  # 1 - x rather than -x + 1
     for atom, coeff in ordered:
         magnitude = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dtype), dtype)
@@ -158,11 +222,16 @@ def _split(expr: Expr, divisor: int, env: RangeEnv) -> tuple[Expr, Expr, DataTyp
     """``expr == divisor * quotient + rest`` with both parts provably non-negative, or None."""
     dtype = expr.type
     assert isinstance(dtype, DataType)
+    if interval(expr, env) is None:
+        return None  # it may wrap: its value is not the linear form's
     terms, const = _linear(expr)
     whole: Terms = {k: (a, c // divisor) for k, (a, c) in terms.items() if c % divisor == 0}
     rest: Terms = {k: t for k, t in terms.items() if k not in whole}
-    quotient = _rebuild(whole, const // divisor if const >= 0 else 0, dtype)
-    remainder = _rebuild(rest, const % divisor if const >= 0 else const, dtype)
+    whole_const, rest_const = (const // divisor, const % divisor) if const >= 0 else (0, const)
+    if not (_fits(whole, whole_const, dtype) and _fits(rest, rest_const, dtype)):
+        return None
+    quotient = _rebuild(whole, whole_const, dtype)
+    remainder = _rebuild(rest, rest_const, dtype)
     if not (_nonnegative(quotient, env) and _nonnegative(remainder, env)):
         return None
     return quotient, remainder, dtype
@@ -185,14 +254,15 @@ def _floordiv(a: Expr, c: int, dtype: DataType, env: RangeEnv) -> Expr:
         return Const(c_div(int(a.value), c), dtype)
     if _below(a, c, env):
         return Const(0, dtype)
-    if isinstance(a, Binary) and a.op == "floordiv" and isinstance(a.b, Const) and a.b.value > 0:
+    if (isinstance(a, Binary) and a.op == "floordiv" and isinstance(a.b, Const) and a.b.value > 0
+            and int(a.b.value) * c <= integer_range(dtype)[1]):
         # (x / p) / q == x / (p * q) for C's truncating division, whatever the sign of x.
         return _floordiv(a.a, int(a.b.value) * c, dtype, env)
     parts = _split(a, c, env)
     if parts is not None and not (isinstance(parts[0], Const) and parts[0].value == 0):
         quotient, remainder, _ = parts
         rest = _floordiv(remainder, c, dtype, env)
-        return _rebuild(*_merge_linear(quotient, rest), dtype)
+        return _normalised(Binary("add", quotient, rest, dtype), dtype, env)
     return Binary("floordiv", a, Const(c, dtype), dtype)
 
 
@@ -210,12 +280,6 @@ def _mod(a: Expr, c: int, dtype: DataType, env: RangeEnv) -> Expr:
     if parts is not None and not (isinstance(parts[0], Const) and parts[0].value == 0):
         return _mod(parts[1], c, dtype, env)
     return Binary("mod", a, Const(c, dtype), dtype)
-
-
-def _merge_linear(a: Expr, b: Expr) -> tuple[Terms, int]:
-    left, lconst = _linear(a)
-    right, rconst = _linear(b)
-    return _merge(left, right), lconst + rconst
 
 
 def _compare(node: Binary, env: RangeEnv) -> Expr:
@@ -250,19 +314,21 @@ def _logical(node: Binary) -> Expr:
     return node
 
 
-def _unary(node: Unary) -> Expr:
+def _unary(node: Unary, env: RangeEnv) -> Expr:
     a = node.a
     if isinstance(a, Const):
         if node.op == "not":
             return Const(not a.value, boolean)
-        if node.op == "neg":
+        if node.op == "neg" and node.type.is_float:
             return Const(-a.value, node.type)
-        if node.op == "bitnot":
-            return Const(~int(a.value), node.type)
+        if node.op in ("neg", "bitnot"):
+            value = -int(a.value) if node.op == "neg" else ~int(a.value)
+            folded = c_integer(value, node.type)
+            return node if folded is None else Const(folded, node.type)
     if node.op == "not" and isinstance(a, Unary) and a.op == "not":
         return a.a
     if node.op == "neg" and isinstance(a, Unary) and a.op == "neg":
         return a.a
     if node.op == "neg" and isinstance(a.type, DataType) and a.type.is_integer:
-        return _rebuild(*_linear(node), node.type)
+        return _normalised(node, node.type, env)
     return node

@@ -68,8 +68,8 @@ def _assume(cond: Expr, env: RangeEnv) -> RangeEnv:
     if cond.op == "and":
         return _assume(cond.b, _assume(cond.a, env))
     if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Binary) and (
-            cond.a.op == "add" and isinstance(cond.a.b, Const)):
-        # x + c < limit  is  x < limit - c
+            cond.a.op == "add" and isinstance(cond.a.b, Const)) and interval(cond.a, env) is not None:
+        # x + c < limit  is  x < limit - c, where x + c cannot wrap
         shifted = Const(int(cond.b.value) - int(cond.a.b.value), cond.b.type)
         return _assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
     if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Var | BuiltinVar):

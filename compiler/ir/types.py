@@ -84,11 +84,13 @@ f32 = DataType("f32", "float32", "float", 4)
 f16 = DataType("f16", "float16", "float", 2)
 bf16 = DataType("bf16", "bfloat16", "float", 2)
 i32 = DataType("i32", "int32", "int", 4)
+#: 64-bit indices, for tensors whose element offsets pass what an ``int`` holds.
+i64 = DataType("i64", "int64", "int", 8)
 u32 = DataType("u32", "uint32", "uint", 4)
 boolean = DataType("bool", "bool", "bool", 1)
 void = VoidType()
 
-SCALAR_TYPES: tuple[DataType, ...] = (f32, f16, bf16, i32, u32, boolean)
+SCALAR_TYPES: tuple[DataType, ...] = (f32, f16, bf16, i32, i64, u32, boolean)
 
 
 def ptr(element: DataType, *, const: bool = False) -> PointerType:
@@ -108,3 +110,35 @@ def scalar_type(name: str) -> DataType:
             return dtype
     known = ", ".join(d.name for d in SCALAR_TYPES)
     raise ValueError(f"unknown scalar type {name!r}; known: {known}")
+
+
+def integer_range(dtype: DataType) -> tuple[int, int]:
+    """The inclusive range of values an integer (or bool) type holds: ``i32`` is ``-2**31 .. 2**31 - 1``."""
+    if dtype.kind == "bool":
+        return (0, 1)
+    if not dtype.is_integer:
+        raise TypeError(f"{dtype} is not an integer type")
+    bits = 8 * dtype.nbytes
+    return (0, (1 << bits) - 1) if dtype.kind == "uint" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def c_integer(value: int, dtype: DataType) -> int | None:
+    """The result of C arithmetic whose exact value is ``value``, in ``dtype``; None if C leaves it undefined.
+
+    Unsigned arithmetic wraps modulo ``2**bits``; signed overflow is undefined behaviour, so a signed
+    result out of range has no value (and nothing may fold to it).
+
+    >>> c_integer(-1, u32), c_integer(2**31, i32), c_integer(2**31, i64)
+    (4294967295, None, 2147483648)
+    """
+    low, high = integer_range(dtype)
+    if dtype.kind == "uint":
+        return value % (high + 1)
+    return value if low <= value <= high else None
+
+
+def convert_integer(value: int, dtype: DataType) -> int:
+    """``value`` converted to the integer type ``dtype`` as C++ (and every GPU) does: modulo ``2**bits``."""
+    low, high = integer_range(dtype)
+    span = high - low + 1
+    return (value - low) % span + low

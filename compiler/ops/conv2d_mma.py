@@ -74,9 +74,11 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
     # NHWC rows of an even number of output channels keep each column pair one aligned __half2.
     paired = spec.layout == "NHWC" and big_n % 2 == 0
     with kernel(f"conv2d_mma_{spec.dtype}_{spec.layout.lower()}", block=threads, grid=grid) as builder:
-        x = builder.tensor("x", dtype, spec.x_shape, const=True)
-        weight = builder.tensor("weight", dtype, (big_n, big_k), const=True)
-        y = builder.tensor("y", dtype, spec.y_shape)
+        # Copies clamp their coordinates into the tensor (select) and stores are under if: offsets
+        # stay inside each tensor, so 32-bit offsets serve exactly the tensors that fit an int.
+        x = builder.tensor("x", dtype, spec.x_shape, const=True, overshoot=0)
+        weight = builder.tensor("weight", dtype, (big_n, big_k), const=True, overshoot=0)
+        y = builder.tensor("y", dtype, spec.y_shape, overshoot=0)
         smem_a, smem_b = stage_buffers(builder, dtype, op_a, op_b)
         row0 = let("row0", blockIdx.x % row_tiles * schedule.block_m)
         col0 = let("col0", blockIdx.x // row_tiles * schedule.block_n)

@@ -96,9 +96,10 @@ def build(spec: Conv2dSpec, schedule: SimtSchedule) -> KernelSource:
     vec_a, vec_b = operand_vectors(spec, schedule.vector)
     gemm = ImplicitGemm(spec)
     with kernel(f"conv2d_simt_{spec.layout.lower()}", block=schedule.threads, grid=grid) as k:
-        x = k.tensor("x", f32, spec.x_shape, const=True)
-        weight = k.tensor("weight", f32, (1, big_n, big_k), const=True)
-        y = k.tensor("y", f32, spec.y_shape)
+        # Loads are under select/if and stores under if: offsets stay inside each tensor.
+        x = k.tensor("x", f32, spec.x_shape, const=True, overshoot=0)
+        weight = k.tensor("weight", f32, (1, big_n, big_k), const=True, overshoot=0)
+        y = k.tensor("y", f32, spec.y_shape, overshoot=0)
         row0 = blockIdx.x // tiles_n * schedule.block_m
         col0 = blockIdx.x % tiles_n * schedule.block_n
         patches = PatchOperand(gemm, x, vec_a)

@@ -36,7 +36,8 @@ Layout = Literal["NCHW", "NHWC"]
 
 #: Largest extent of one dimension (sizes beyond it are typing mistakes).
 MAX_DIM = 1 << 24
-#: Kernels index with 32-bit ints: no tensor, and no GEMM dimension, may reach this many elements.
+#: Kernels number GEMM rows and taps with 32-bit ints: no GEMM dimension may reach this many. (Element
+#: offsets into the tensors are 64-bit where a tensor needs it.)
 MAX_ELEMENTS = 2**31 - 1
 
 Pair = tuple[int, int]
@@ -77,9 +78,6 @@ class Conv2dSpec(OpSpec):
         for label, shape in (("x", self.x_shape), ("weight", self.weight_shape), ("y", self.y_shape)):
             elements = int(np.prod(shape, dtype=object))
             check_tensor_bytes(label, elements, self.dtype)
-            if elements > MAX_ELEMENTS:
-                raise ValueError(f"{label} {list(shape)} has {elements} elements; kernels index with 32-bit ints "
-                                 f"(at most {MAX_ELEMENTS})")
         m, _, reduction = self.gemm_shape
         if max(m, reduction) > MAX_ELEMENTS:
             raise ValueError(f"implicit GEMM of {m} x {reduction} exceeds 32-bit indices")

@@ -71,9 +71,11 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
     name = f"matmul_mma_{spec.dtype}_{spec.layout_a}_{spec.layout_b}"
     # min_blocks=1 lets ptxas use the registers it needs: without it, it sometimes spills a few bytes.
     with kernel(name, block=threads, grid=grid, min_blocks=1) as builder:
-        a = builder.tensor("a", dtype, spec.a_shape, const=True)
-        b = builder.tensor("b", dtype, spec.b_shape, const=True)
-        c = builder.tensor("c", dtype, spec.c_shape)
+        # Copies clamp their coordinates into the tensor and stores are under if: no offset outside a
+        # tensor is formed, so 32-bit offsets serve exactly the tensors whose elements fit an int.
+        a = builder.tensor("a", dtype, spec.a_shape, const=True, overshoot=0)
+        b = builder.tensor("b", dtype, spec.b_shape, const=True, overshoot=0)
+        c = builder.tensor("c", dtype, spec.c_shape, overshoot=0)
         smem_a, smem_b = stage_buffers(builder, dtype, op_a, op_b)
         batch = blockIdx.z
         row0 = let("row0", blockIdx.x % row_tiles * schedule.block_m)

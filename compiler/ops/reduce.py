@@ -56,7 +56,8 @@ from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
-#: At most 2**30 elements, so every index (with a step of slack past the end) fits a 32-bit int.
+#: Coordinates are 32-bit ints: the reduced extent and the number of outputs are at most 2**30, so
+#: each (with a step of slack past the end) fits. Offsets are 64-bit where the tensor needs it.
 MAX_ELEMENTS = 1 << 30
 MAX_RANK = 8
 
@@ -91,9 +92,9 @@ class ReduceSpec(OpSpec):
         if not 0 <= self.axis < len(self.shape):
             raise ValueError(f"axis {self.axis} is out of range for the {len(self.shape)}-D shape "
                              f"{list(self.shape)} (use -{len(self.shape)}..{len(self.shape) - 1})")
-        if prod(self.shape) > MAX_ELEMENTS:
-            raise ValueError(f"shape {list(self.shape)} has {prod(self.shape)} elements; the limit is "
-                             f"{MAX_ELEMENTS} (kernels index with 32-bit ints)")
+        if self.outer * self.inner > MAX_ELEMENTS:
+            raise ValueError(f"shape {list(self.shape)} has {self.outer * self.inner} outputs; the limit is "
+                             f"{MAX_ELEMENTS} (kernels number outputs with 32-bit ints)")
         check_tensor_bytes("x", prod(self.shape), self.dtype)
         return self
 
@@ -177,8 +178,9 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
     combine = _combine(spec.kind)
     with kernel(f"reduce_{spec.kind}_{spec.dtype}", block=layout.threads, grid=-(-outputs // schedule.tile)) as k:
         shape = (spec.outer, spec.extent) if contiguous else (spec.outer, spec.extent, spec.inner)
-        x = k.tensor("x", dtype, shape, const=True)
-        y = k.tensor("y", dtype, (outputs,))
+        # Loads and stores are under if (live, r < extent): offsets stay inside each tensor.
+        x = k.tensor("x", dtype, shape, const=True, overshoot=0)
+        y = k.tensor("y", dtype, (outputs,), overshoot=0)
         tid = threadIdx.x
         group, member = layout.group_and_member(tid)
         q = let("q", blockIdx.x * schedule.tile + group)

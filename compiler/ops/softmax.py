@@ -16,7 +16,8 @@ Two ways through a row, chosen by the schedule's ``cache``:
   ``s = 0``) never evaluates ``exp(-inf - -inf)``. The running sum is compensated (Kahan): a thread
   may add tens of thousands of terms.
 
-Kernels index with 32-bit ints: a spec holds at most ``MAX_ELEMENTS`` elements.
+Rows and columns are numbered with 32-bit ints (at most ``MAX_ELEMENTS`` each); element offsets are
+64-bit where the tensor needs it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from compiler.ops.templated import Template, TemplatedOperator, Workload
 from compiler.source import KernelSource
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
-#: At most 2**30 elements, so every index (with a chunk of slack past the end) fits a 32-bit int.
+#: At most 2**30 rows and columns, so each coordinate (with a chunk of slack past the end) fits an int.
 MAX_ELEMENTS = 1 << 30
 #: Most values one thread keeps in registers for the ``registers`` path.
 MAX_CACHED = 64
@@ -85,9 +86,6 @@ class SoftmaxSpec(OpSpec):
 
     @model_validator(mode="after")
     def _bounded(self) -> SoftmaxSpec:
-        if self.rows * self.cols > MAX_ELEMENTS:
-            raise ValueError(f"rows x cols = {self.rows * self.cols} elements; the limit is {MAX_ELEMENTS} "
-                             "(kernels index with 32-bit ints)")
         check_tensor_bytes("x", self.rows * self.cols, self.dtype)
         return self
 
@@ -163,8 +161,9 @@ def build_softmax(spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> KernelSource:
     width, chunks = schedule.vector, schedule.chunks(spec.cols)
     grid = -(-spec.rows // schedule.rows_per_block)
     with kernel(f"softmax_{spec.dtype}", block=layout.threads, grid=grid) as k:
-        x = k.tensor("x", dtype, (spec.rows, spec.cols), const=True)
-        y = k.tensor("y", dtype, (spec.rows, spec.cols))
+        # Loads and stores are under if (row < rows, col < cols): offsets stay inside each tensor.
+        x = k.tensor("x", dtype, (spec.rows, spec.cols), const=True, overshoot=0)
+        y = k.tensor("y", dtype, (spec.rows, spec.cols), overshoot=0)
         tid = threadIdx.x
         group, member = layout.group_and_member(tid)
         row = let("row", blockIdx.x * schedule.rows_per_block + group)

@@ -37,14 +37,6 @@ def test_tensor_core_templates_have_no_space_on_a_device_without_them(template: 
         template.space(spec, TURING, 1)  # type: ignore[attr-defined]
 
 
-def test_a_matmul_too_large_for_32_bit_indices_has_an_empty_space_naming_why() -> None:
-    spec = MatmulSpec(m=16_777_216, n=512, k=1)  # C has 2^33 elements
-    with pytest.raises(EmptySpaceError, match=r"C \[1, 16777216, 512\] has more elements than 32-bit indices"):
-        matmul_simt.space(spec, H200, 1)
-    with pytest.raises(EmptySpaceError):
-        matmul_simt.build(spec, SimtSchedule(1, 1, 1, 1, 4, 4, 4, 8, 1))
-
-
 def test_schedules_outside_the_space_are_refused_as_not_fitting() -> None:
     f16 = MatmulSpec(m=8, n=8, k=8, dtype="float16")
     for schedule in (MmaSchedule(64, 64, 32, 24, 32, 2), MmaSchedule(64, 64, 32, 32, 32, 5)):

@@ -112,7 +112,8 @@ def test_counts_and_outputs():
         ({"rows": 5, "cols": 0}, "cols"),
         ({"rows": 5, "cols": 5, "dtype": "float64"}, "dtype"),
         ({"rows": 5, "cols": 5, "axis": 1}, "axis"),
-        ({"rows": 1 << 16, "cols": 1 << 16}, f"the limit is {MAX_ELEMENTS}"),
+        ({"rows": 1 << 18, "cols": 1 << 17}, "GiB"),
+        ({"rows": MAX_ELEMENTS + 1, "cols": 1}, "rows"),
     ],
 )
 def test_bad_specs_name_the_problem(fields, message):
