@@ -15,7 +15,8 @@ PostgreSQL renames in place. SQLite cannot rename a constraint, so the table is 
 with the constraint dropped by its stored name and added again under the new one, its predicate read
 back from the database so that only the name changes. All names are wrapped in ``op.f`` as final:
 the convention must not be applied to them once more. Later migrations likewise name a CHECK either
-short (``"status"``, which the convention completes) or in full inside ``op.f`` (``op.f("ck_wm_jobs_status")``).
+short (``"status"``, which the convention completes) or in full inside ``op.f`` (``op.f("ck_wm_jobs_status")``);
+tests/db/test_constraint_names.py refuses a bare full name.
 
 Revision ID: 0003
 Revises: 0002

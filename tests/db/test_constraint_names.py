@@ -7,6 +7,7 @@ backend. Alembic's autogenerate comparison does not look at CHECK constraints at
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 
 import pytest
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Engine, Inspector
 from sqlalchemy.exc import IntegrityError
 
 from db import downgrade, upgrade
+from db.migrate import MIGRATIONS_DIR
 from db.models import Base
 from db.session import create_engine_for
 
@@ -162,3 +164,54 @@ def test_downgrade_restores_the_names_0002_had(new_database: Callable[[], str], 
     assert _stored(url, table, "check") == doubled
     upgrade(url)
     assert _stored(url, table, "check") == _model_names(Base.metadata.tables[table], "check")
+
+
+def _prefixed_check_names(source: str) -> list[str]:
+    """CHECK constraint names spelled in full (``"ck_..."``) but not marked final with ``op.f``.
+
+    The naming convention prefixes such a name once more, which is how 0001 came to store doubled
+    names. A name in ``op.f(...)`` is not a bare string here, so it is not reported.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        keywords = {k.arg: k.value for k in node.keywords}
+        if func == "CheckConstraint":
+            candidates = [keywords.get("name")]
+        elif func in ("create_check_constraint", "drop_constraint"):
+            candidates = [node.args[0] if node.args else keywords.get("constraint_name")]
+        else:
+            continue
+        found += [c.value for c in candidates if isinstance(c, ast.Constant) and str(c.value).startswith("ck_")]
+    return found
+
+
+def test_no_migration_but_0001_spells_a_check_name_the_convention_prefixes_again() -> None:
+    """0001 is history (0003 renames what it made); any later migration must use ``op.f`` or short names."""
+    offenders = {
+        path.name: sorted(names)
+        for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py"))
+        if (names := _prefixed_check_names(path.read_text()))
+    }
+    assert offenders == {
+        "0001_initial.py": [
+            "ck_wm_jobs_attempts",
+            "ck_wm_jobs_status",
+            "ck_wm_kernels_latency_positive",
+            "ck_wm_trials_status",
+        ]
+    }
+
+
+def test_the_guard_sees_full_names_and_lets_final_and_short_ones_pass() -> None:
+    source = """
+sa.CheckConstraint("x > 0", name="ck_t_x")
+batch.create_check_constraint("ck_t_y", "y > 0")
+op.drop_constraint("ck_t_z", "t", type_="check")
+sa.CheckConstraint("x > 0", name=op.f("ck_t_x"))
+op.create_check_constraint(op.f("ck_t_y"), "t", "y > 0")
+sa.CheckConstraint("x > 0", name="x")
+"""
+    assert _prefixed_check_names(source) == ["ck_t_x", "ck_t_y", "ck_t_z"]
