@@ -24,8 +24,8 @@ _QUOTED = re.compile(r"'([^']*)'")
 def status_values(engine: Engine, table: str) -> set[str]:
     """The quoted literals of the table's one CHECK constraint on ``status``, as the database reports it.
 
-    Found by its column, not its name: migration 0001 spelled full names that the naming convention
-    then prefixed again (``ck_wm_trials_ck_wm_trials_status``), unlike the models' ``ck_wm_trials_status``.
+    Found by its column, not its name, so this checks the predicate alone; the names are checked in
+    test_constraint_names.py (before migration 0003 they were doubled: ``ck_wm_trials_ck_wm_trials_status``).
     """
     checks = [c["sqltext"] for c in inspect(engine).get_check_constraints(table) if "status" in c["sqltext"]]
     assert len(checks) == 1, f"{table}: expected one CHECK constraint on status, found {checks}"
