@@ -1,26 +1,32 @@
 """Wall time to verify whole level-1 spaces on the emulator: the README's table of checked spaces.
 
 Each row builds every level-1 schedule of one awkward spec, compiles it for sm_80 and sm_90, runs it
-on the CPU emulator and compares with numpy (what ``warpmap check`` does). Compiles start from an
-empty cache unless ``--warm``. Usage: ``python bench/check_spaces.py [--jobs 2] [--warm]``.
+on the CPU emulator and compares with numpy (what ``warpmap check`` does, race detection included).
+Compiles start from an empty cache unless ``--warm``. Then the same check runs twice more with every
+build cached, once without race detection and once with it, so the last two columns show what the
+default race check costs a check whose compiles are already paid.
+Usage: ``python bench/check_spaces.py [--jobs 2] [--warm]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from compiler.backends import get_runner
+from compiler.backends import Runner, get_runner
+from compiler.backends.emu.runner import EmuRunner
 from compiler.device import device_preset
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator, parse_spec
 from search.trial import TrialStatus
-from search.verify import check_schedules
+from search.verify import CheckResult, check_schedules
 from service.cli.table import format_table
 
 SPECS: list[tuple[str, dict[str, object]]] = [
@@ -38,6 +44,12 @@ SPECS: list[tuple[str, dict[str, object]]] = [
 ]
 
 
+def timed(check: Callable[..., list[CheckResult]], runner: Runner) -> tuple[float, list[CheckResult]]:
+    start = time.perf_counter()
+    results = check(runner=runner)
+    return time.perf_counter() - start, results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
@@ -50,24 +62,27 @@ def main() -> int:
     runner, device = get_runner("emu"), device_preset("h200")
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, caches "
           f"{'warm' if args.warm else 'cold (' + str(Path(os.environ['WARPMAP_CACHE_DIR'])) + ')'}")
+    without_races = EmuRunner(detect_races=False)
+    header = ["spec", "schedules", "passed", "failed", "pruned", "wall", "cached, no races", "cached, races"]
     rows: list[list[object]] = []
     failed = 0
     for label, data in SPECS:
         spec = parse_spec(data)
         operator = get_operator(spec.op)
         schedules = operator.space(spec, device, 1).candidates()
-        start = time.perf_counter()
-        results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,
+        check = functools.partial(check_schedules, operator, spec, schedules, device=device, jobs=args.jobs,
                                   cache=cache)
-        seconds = time.perf_counter() - start
+        seconds, results = timed(check, runner)
+        cached_plain, _ = timed(check, without_races)
+        cached_races, _ = timed(check, runner)
         counts = Counter(r.status for r in results)
         bad = sum(n for status, n in counts.items() if status.is_failure)
         failed += bad
         rows.append([label, len(schedules), counts[TrialStatus.OK], bad, counts[TrialStatus.INVALID],
-                     f"{seconds:.1f} s"])
-        print(format_table(["spec", "schedules", "passed", "failed", "pruned", "wall"], rows[-1:]), flush=True)
+                     f"{seconds:.1f} s", f"{cached_plain:.1f} s", f"{cached_races:.1f} s"])
+        print(format_table(header, rows[-1:]), flush=True)
     print()
-    print(format_table(["spec", "schedules", "passed", "failed", "pruned", "wall"], rows))
+    print(format_table(header, rows))
     return 1 if failed else 0
 
 
