@@ -25,7 +25,7 @@ from typing import Any
 from cuda.bindings import driver
 from cuda.pathfinder import DynamicLibNotFoundError, find_nvidia_header_directory
 
-from compiler.backends.emu.build import EmuConfig
+from compiler.backends.emu.build import EmuConfig, toolchain_problem
 from compiler.backends.nvrtc import compile_source, nvrtc_version, supported_archs
 from compiler.source import KernelSource
 
@@ -119,6 +119,8 @@ class ToolchainReport:
     headers: HeadersInfo
     host_compiler: HostCompilerInfo
     gpu: GpuInfo
+    #: Why the emulator cannot build kernels here (its C and C++ compilers), or None when it can.
+    emulator_problem: str | None = None
 
 
 def warpmap_version() -> str:
@@ -265,6 +267,7 @@ def detect_toolchain() -> ToolchainReport:
         headers=detect_cuda_headers(),
         host_compiler=detect_host_compiler(),
         gpu=detect_gpus(),
+        emulator_problem=toolchain_problem(EmuConfig.default()),
     )
 
 

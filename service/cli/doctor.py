@@ -26,9 +26,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def exit_status(report: ToolchainReport) -> int:
-    """1 when a required piece is missing: NVRTC, complete CUDA headers, the emulator's compiler."""
+    """1 when a required piece is missing: NVRTC, complete CUDA headers, the emulator's compilers."""
     required = (report.nvrtc.usable, report.headers.path is not None and report.headers.reason is None,
-                report.host_compiler.path is not None)
+                report.host_compiler.path is not None, report.emulator_problem is None)
     return 0 if all(required) else 1
 
 
@@ -51,6 +51,8 @@ def report_rows(report: ToolchainReport) -> list[Row]:
     else:
         rows.append(("host C++", "ok", f"{host.path}: {host.version or 'version unknown'}"))
     rows.append(("OpenMP", "ok" if host.openmp else "missing", host.openmp_detail))
+    rows.append(("emulator", "FAIL" if report.emulator_problem else "ok",
+                 report.emulator_problem or "its C and C++ compilers are GCC 12 or later"))
     if not gpu.found:
         rows.append(("GPU", "none", gpu.reason or "no device"))
     for device in gpu.devices:

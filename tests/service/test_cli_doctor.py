@@ -53,8 +53,17 @@ def test_table_without_gpu() -> None:
         "CUDA headers  ok     /opt/cuda/include",
         "host C++      ok     /usr/bin/c++: c++ (Debian 12.2.0) 12.2.0",
         "OpenMP        ok     -fopenmp works (16 threads)",
+        "emulator      ok     its C and C++ compilers are GCC 12 or later",
         "GPU           none   no NVIDIA driver library (libcuda) on this machine: not found",
     ]
+
+
+def test_an_emulator_without_its_compilers_fails_the_doctor() -> None:
+    problem = "the emulator's C compiler 'gcc' is not on PATH (install GCC 12 or later, or set EmuConfig.cc)"
+    broken = report(emulator_problem=problem)
+    assert ("emulator", "FAIL", problem) in doctor.report_rows(broken)
+    assert doctor.exit_status(broken) == 1
+    assert doctor.exit_status(report()) == 0
 
 
 def test_rows_with_gpus() -> None:
