@@ -2,12 +2,14 @@
 
 A ``DeviceSpec`` names the architecture a kernel is compiled for and the resource limits that decide
 whether a candidate can launch at all. Presets cover the GPUs we tune for; a real GPU's figures come
-from the driver at run time and replace the preset's.
+from the driver at run time (:func:`spec_from_driver`) and replace the preset's whenever the GPU is
+present. The host CPU's description is ``compiler.cpu_device.CpuDevice``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 KIB = 1024
 
@@ -77,3 +79,64 @@ def device_preset(name: str) -> DeviceSpec:
     except KeyError:
         known = ", ".join(sorted(DEVICES))
         raise ValueError(f"unknown device {name!r}; known devices: {known}") from None
+
+
+#: DeviceSpec field -> the driver attribute it is read from (``CU_DEVICE_ATTRIBUTE_`` + this).
+_ATTRIBUTES = {
+    "sm_count": "MULTIPROCESSOR_COUNT",
+    "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
+    "max_shared_static": "MAX_SHARED_MEMORY_PER_BLOCK",
+    "max_shared_dynamic": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "max_registers_per_block": "MAX_REGISTERS_PER_BLOCK",
+    "warp_size": "WARP_SIZE",
+    "l2_bytes": "L2_CACHE_SIZE",
+}
+
+
+def spec_from_driver(api: Any, ordinal: int = 0) -> DeviceSpec:
+    """The real limits of GPU ``ordinal``, read through the driver API ``api`` (a stand-in in tests).
+
+    The driver must be initialised (``cuInit``). Peak memory bandwidth is derived from the memory
+    clock (kHz, double data rate) and the bus width (bits); a driver that reports neither leaves it
+    0.0, as a preset that does not know it. Raises RuntimeError when a query fails.
+    """
+    device = _call(api, api.cuDeviceGet(ordinal))
+
+    def attribute(name: str) -> int:
+        which = getattr(api.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(_call(api, api.cuDeviceGetAttribute(which, device)))
+
+    raw = _call(api, api.cuDeviceGetName(256, device))
+    name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+    major, minor = attribute("COMPUTE_CAPABILITY_MAJOR"), attribute("COMPUTE_CAPABILITY_MINOR")
+    clock_khz, bus_bits = attribute("MEMORY_CLOCK_RATE"), attribute("GLOBAL_MEMORY_BUS_WIDTH")
+    return DeviceSpec(
+        name=name,
+        arch=f"sm_{major}{minor}",
+        memory_bandwidth_gbs=2 * clock_khz * 1e3 * bus_bits / 8 / 1e9,
+        **{field: attribute(which) for field, which in _ATTRIBUTES.items()},
+    )
+
+
+def local_gpu_spec(api: Any = None, ordinal: int = 0) -> DeviceSpec | None:
+    """:func:`spec_from_driver` for this machine's GPU ``ordinal``, or None when there is none.
+
+    ``api`` defaults to ``cuda.bindings.driver``; no driver library, no device, or a failing query
+    all mean "no GPU here", a normal state.
+    """
+    if api is None:
+        from cuda.bindings import driver as api  # only a caller that wants the GPU pays for the import
+    try:
+        (status,) = api.cuInit(0)
+        if status != api.CUresult.CUDA_SUCCESS or _call(api, api.cuDeviceGetCount()) <= ordinal:
+            return None
+        return spec_from_driver(api, ordinal)
+    except (RuntimeError, OSError):  # DynamicLibNotFoundError is a RuntimeError
+        return None
+
+
+def _call(api: Any, result: tuple[Any, ...]) -> Any:
+    status, value = result
+    if status != api.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver call failed: {getattr(status, 'name', status)}")
+    return value

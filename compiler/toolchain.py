@@ -1,4 +1,4 @@
-"""What this machine offers warpmap: NVRTC, CUDA headers, a host C++ compiler with OpenMP, GPUs.
+"""What this machine offers warpmap: NVRTC, CUDA headers, a host C++ compiler with OpenMP, the CPU, GPUs.
 
 Every probe returns a frozen value and never raises: a missing piece is reported with the reason it
 is missing, because "no GPU" is a normal state (the ``cpu`` and ``emu`` targets need none). The
@@ -27,6 +27,7 @@ from cuda.pathfinder import DynamicLibNotFoundError, find_nvidia_header_director
 
 from compiler.backends.emu.build import EmuConfig, toolchain_problem
 from compiler.backends.nvrtc import compile_source, nvrtc_version, supported_archs
+from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.source import KernelSource
 
 #: The compiler the emulator runs; reporting another one found on PATH would say the emulator works
@@ -121,6 +122,8 @@ class ToolchainReport:
     gpu: GpuInfo
     #: Why the emulator cannot build kernels here (its C and C++ compilers), or None when it can.
     emulator_problem: str | None = None
+    #: The host CPU (what the ``cpu`` target compiles for), or None where it was not probed.
+    cpu: CpuDevice | None = None
 
 
 def warpmap_version() -> str:
@@ -268,6 +271,7 @@ def detect_toolchain() -> ToolchainReport:
         host_compiler=detect_host_compiler(),
         gpu=detect_gpus(),
         emulator_problem=toolchain_problem(EmuConfig.default()),
+        cpu=detect_cpu(),
     )
 
 

@@ -14,13 +14,14 @@ from typing import Any, TextIO
 
 from compiler.backends import get_runner
 from compiler.backends.nvrtc import DEFAULT_ARCHS
-from compiler.device import device_preset
+from compiler.device import DeviceSpec, device_preset, local_gpu_spec
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator
 from compiler.ops.spec import DTYPE_BYTES
 from compiler.space import EmptySpaceError, schedule_values
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules, summarize
+from service.cli.args.check import DEFAULT_GPU
 from service.cli.errors import CliError
 from service.cli.specs import validated_spec
 from service.cli.table import format_table
@@ -149,6 +150,13 @@ def progress_printer(total: int, stream: TextIO, now: Callable[[], float] = time
     return progress
 
 
+def space_device(gpu: str | None, api: Any = None) -> DeviceSpec:
+    """The preset ``--gpu`` names; without it the real limits of this machine's GPU, else the default preset."""
+    if gpu is not None:
+        return device_preset(gpu)
+    return local_gpu_spec(api) or device_preset(DEFAULT_GPU)
+
+
 def run(args: argparse.Namespace) -> int:
     validate_options(args)
     spec = parse_spec_argument(args.spec)
@@ -159,11 +167,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"device {args.device!r} cannot run kernels here: {reason}")
     min_bytes = operator.min_bytes(spec)
     check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
-    device = device_preset(args.gpu)
+    device = space_device(args.gpu)
     try:
         space = operator.space(spec, device, args.level)
     except EmptySpaceError as exc:
-        raise CliError(f"no schedule can serve this spec on {args.gpu}: {exc}") from None
+        raise CliError(f"no schedule can serve this spec on {device.name}: {exc}") from None
     except ValueError as exc:  # a template that can say up front it cannot serve this spec or level
         raise CliError(str(exc)) from None
     enumeration = space.enumerate()

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from compiler.cpu_device import CpuDevice
 from compiler.toolchain import ToolchainReport, detect_toolchain
 from service.cli import table
 
@@ -53,6 +54,7 @@ def report_rows(report: ToolchainReport) -> list[Row]:
     rows.append(("OpenMP", "ok" if host.openmp else "missing", host.openmp_detail))
     rows.append(("emulator", "FAIL" if report.emulator_problem else "ok",
                  report.emulator_problem or "its C and C++ compilers are GCC 12 or later"))
+    rows.append(("CPU", "ok", cpu_detail(report.cpu)) if report.cpu else ("CPU", "none", "not probed"))
     if not gpu.found:
         rows.append(("GPU", "none", gpu.reason or "no device"))
     for device in gpu.devices:
@@ -62,17 +64,40 @@ def report_rows(report: ToolchainReport) -> list[Row]:
     return rows
 
 
+def cpu_detail(cpu: CpuDevice) -> str:
+    """Model, ISA, cores and caches on one line: ``AMD EPYC, avx2 fma, 8 f32 lanes, 2 cores, L1d 32 KiB, ...``."""
+    cores = f"{cpu.logical_cores} cores" + (f" ({cpu.physical_cores} physical)"
+                                            if cpu.physical_cores not in (None, cpu.logical_cores) else "")
+    caches = [f"{name} {_bytes(c.size_bytes)}" for name, c in (("L1d", cpu.l1d), ("L2", cpu.l2), ("L3", cpu.l3)) if c]
+    return ", ".join([cpu.model, cpu.isa_summary, cores, *caches])
+
+
+def _bytes(size: int) -> str:
+    """``48 KiB``, ``1 MiB``, ``105 MiB``, ``1.5 MiB``.
+
+    >>> _bytes(48 * 1024), _bytes(1 << 20), _bytes(107520 * 1024), _bytes(3 << 19)
+    ('48 KiB', '1 MiB', '105 MiB', '1.5 MiB')
+    """
+    if size < 1 << 20:
+        return f"{size / 1024:g} KiB"
+    return f"{size / (1 << 20):.1f}".removesuffix(".0") + " MiB"
+
+
 def format_table(rows: list[Row]) -> str:
     """Rows as an aligned plain-text table with a header."""
     return table.format_table(("component", "state", "detail"), rows)
 
 
 def report_json(report: ToolchainReport) -> dict[str, Any]:
-    """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found``."""
+    """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found`` and the CPU's figures."""
     data = _plain(dataclasses.asdict(report))
     data["gpu"]["found"] = report.gpu.found
     for device, value in zip(data["gpu"]["devices"], report.gpu.devices, strict=True):
         device["arch"] = value.arch
+    if report.cpu is not None:
+        # The derived figures too, the peak beside the inputs it is computed from (it is not measured).
+        data["cpu"].update(isa_summary=report.cpu.isa_summary, compile_flags=list(report.cpu.compile_flags),
+                           peak_cores=report.cpu.peak_cores, peak_gflops_f32=report.cpu.peak_gflops_f32)
     return data
 
 

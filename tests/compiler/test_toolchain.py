@@ -186,3 +186,4 @@ def test_versions_and_whole_report() -> None:
     report = detect_toolchain()
     assert report.nvrtc.usable
     assert report.python.count(".") == 2
+    assert report.cpu is not None and report.cpu.logical_cores >= 1  # the host CPU is always described

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compiler.backends import get_runner
+from compiler.device import DeviceSpec, device_preset
 from compiler.ops import get_operator
 from compiler.space import Enumeration
 from service.cli import check, main
@@ -181,3 +182,12 @@ def test_a_space_that_refuses_the_spec_is_exit_2(capsys: Capture, monkeypatch: p
     assert main(["check", "--spec", SPEC]) == 2
     assert capsys.readouterr().err == ("warpmap check: error: matmul: m = 16777216 needs 64-bit indices, "
                                        "which no level-1 template uses\n")
+
+
+def test_without_gpu_the_space_reads_this_machines_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = DeviceSpec(name="NVIDIA L4", arch="sm_89", sm_count=58, max_shared_dynamic=101_376)
+    monkeypatch.setattr(check, "local_gpu_spec", lambda api=None: real)
+    assert check.space_device(None) == real
+    assert check.space_device("a100") == device_preset("a100")  # --gpu names a preset: it wins
+    monkeypatch.setattr(check, "local_gpu_spec", lambda api=None: None)
+    assert check.space_device(None) == device_preset("h200")  # no GPU here: the default preset

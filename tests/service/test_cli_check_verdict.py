@@ -86,8 +86,8 @@ def test_a_check_whose_every_schedule_is_pruned_fails_naming_why(capsys: Capture
 
 
 def test_a_spec_no_schedule_can_serve_is_refused_before_checking(capsys: Capture) -> None:
-    assert main(["check", "--spec", '{"op":"refuser","error":"empty"}']) == 2
+    assert main(["check", "--spec", '{"op":"refuser","error":"empty"}', "--gpu", "h200"]) == 2
     captured = capsys.readouterr()
-    assert captured.err == ("warpmap check: error: no schedule can serve this spec on h200: "
+    assert captured.err == ("warpmap check: error: no schedule can serve this spec on NVIDIA H200: "
                             "refuser: x has more elements than 32-bit indices reach\n")
     assert "Traceback" not in captured.out + captured.err

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from compiler.backends.emu.build import EmuConfig
+from compiler.cpu_device import CacheLevel, CpuDevice
 from compiler.toolchain import (
     HOST_COMPILERS,
     GpuDevice,
@@ -22,6 +24,13 @@ from service.cli import doctor, main
 NVRTC = NvrtcInfo(True, "13.5", ("sm_80", "sm_90"), 41.6)
 HEADERS = HeadersInfo(Path("/opt/cuda/include"))
 HOST = HostCompilerInfo(Path("/usr/bin/c++"), "c++ (Debian 12.2.0) 12.2.0", True, "-fopenmp works (16 threads)")
+ZEN3 = CpuDevice(
+    model="AMD EPYC 7B13", vendor="AuthenticAMD", machine="x86_64", features=("sse4.2", "avx", "avx2", "fma"),
+    f32_lanes=8, logical_cores=2, physical_cores=2,
+    caches=(CacheLevel(1, "Data", 32 << 10, 64, 1), CacheLevel(1, "Instruction", 32 << 10, 64, 1),
+            CacheLevel(2, "Unified", 512 << 10, 64, 1), CacheLevel(3, "Unified", 32 << 20, 64, 2)),
+    clock_ghz=2.445, clock_source="/proc/cpuinfo cpu MHz", fma_pipes=2,
+)
 NO_GPU = GpuInfo((), None, "no NVIDIA driver library (libcuda) on this machine: not found")
 TWO_GPUS = GpuInfo(
     (GpuDevice(0, "NVIDIA H200", (9, 0), 150_000_000_000), GpuDevice(1, "NVIDIA L4", (8, 9), 24 << 30)),
@@ -37,6 +46,7 @@ def report(**changes: object) -> ToolchainReport:
         "headers": HEADERS,
         "host_compiler": HOST,
         "gpu": NO_GPU,
+        "cpu": ZEN3,
     }
     fields.update(changes)
     return ToolchainReport(**fields)  # type: ignore[arg-type]
@@ -54,8 +64,16 @@ def test_table_without_gpu() -> None:
         "host C++      ok     /usr/bin/c++: c++ (Debian 12.2.0) 12.2.0",
         "OpenMP        ok     -fopenmp works (16 threads)",
         "emulator      ok     its C and C++ compilers are GCC 12 or later",
+        "CPU           ok     AMD EPYC 7B13, avx2 fma, 8 f32 lanes, 2 cores, L1d 32 KiB, L2 512 KiB, L3 32 MiB",
         "GPU           none   no NVIDIA driver library (libcuda) on this machine: not found",
     ]
+
+
+def test_cpu_row_counts_smt_and_leaves_out_unknown_caches() -> None:
+    xeon = dataclasses.replace(ZEN3, model="Xeon", features=("avx2", "fma", "avx512f", "amx-tile"), f32_lanes=16,
+                               logical_cores=4, caches=ZEN3.caches[:1])
+    assert doctor.cpu_detail(xeon) == "Xeon, avx512f fma amx, 16 f32 lanes, 4 cores (2 physical), L1d 32 KiB"
+    assert ("CPU", "none", "not probed") in doctor.report_rows(report(cpu=None))
 
 
 def test_an_emulator_without_its_compilers_fails_the_doctor() -> None:
@@ -131,6 +149,16 @@ def test_json_shape() -> None:
     }
     assert data["headers"] == {"path": "/opt/cuda/include", "reason": None}
     assert data["nvrtc"]["archs"] == ["sm_80", "sm_90"]
+    cpu = data["cpu"]
+    assert cpu["model"] == "AMD EPYC 7B13" and cpu["features"] == ["sse4.2", "avx", "avx2", "fma"]
+    assert cpu["caches"][2] == {"level": 2, "kind": "Unified", "size_bytes": 512 << 10, "line_bytes": 64,
+                                "shared_cpus": 1}
+    assert (cpu["isa_summary"], cpu["compile_flags"]) == ("avx2 fma, 8 f32 lanes", ["-march=native"])
+    # The estimate travels with its inputs: fma_pipes x f32_lanes x 2 x peak_cores x clock_ghz.
+    assert cpu["peak_gflops_f32"] == pytest.approx(2 * 8 * 2 * 2 * 2.445)
+    assert (cpu["fma_pipes"], cpu["peak_cores"], cpu["clock_ghz"], cpu["clock_source"]) == (
+        2, 2, 2.445, "/proc/cpuinfo cpu MHz")
+    assert doctor.report_json(report(cpu=None))["cpu"] is None
     assert doctor.report_json(report())["gpu"] == {
         "devices": [],
         "driver_version": None,
@@ -149,6 +177,7 @@ def test_doctor_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0].split() == ["component", "state", "detail"]
     names = [line[:14].strip() for line in lines[2:]]
     assert names[:6] == ["warpmap", "NVRTC", "NVRTC archs", "CUDA headers", "host C++", "OpenMP"]
+    assert "CPU" in names and " f32 lanes" in lines[2 + names.index("CPU")]
     gpu_lines = [line for line in lines if line.startswith("GPU")]
     assert gpu_lines
     # Either devices, or one line giving the reason there are none.
@@ -162,6 +191,7 @@ def test_doctor_json_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None
     assert "sm_90" in data["nvrtc"]["archs"]
     assert data["gpu"]["found"] == bool(data["gpu"]["devices"])
     assert data["gpu"]["found"] or data["gpu"]["reason"]
+    assert data["cpu"]["f32_lanes"] in (4, 8, 16) and data["cpu"]["logical_cores"] >= 1
 
 
 SCRIPT = Path(sys.executable).with_name("warpmap")

@@ -8,6 +8,8 @@ from compiler.device import DEVICES
 
 #: Names of the backends; ``compiler.backends.BACKENDS`` maps them to modules (a test keeps them equal).
 DEVICE_NAMES = ("cuda", "emu")
+#: The preset whose limits shape a space when ``--gpu`` is not given and this machine has no GPU.
+DEFAULT_GPU = "h200"
 
 
 def register(subparsers: Any) -> None:
@@ -27,8 +29,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed for the sample and the inputs, 0 or more (default 0)")
     parser.add_argument("--device", default="emu", choices=DEVICE_NAMES, help="where kernels run (default emu)")
-    parser.add_argument("--gpu", default="h200", type=str.lower, choices=sorted(DEVICES),
-                        help="GPU whose limits shape the space, any case (default h200)")
+    parser.add_argument("--gpu", type=str.lower, choices=sorted(DEVICES),
+                        help="preset GPU whose limits shape the space, any case (default: this machine's "
+                        f"GPU, read from the driver; {DEFAULT_GPU} without one)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a kernel may run, above 0 (default 60)")
     parser.add_argument("--jobs", type=int, default=2, help="schedules checked at once (default 2)")
