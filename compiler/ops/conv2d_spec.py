@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
@@ -50,6 +50,13 @@ class Conv2dSpec(OpSpec):
 
     The output has the input dtype; products are accumulated in float32.
     """
+
+    #: ResNet-50 layers, NCHW and NHWC.
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"op": "conv2d", "n": 1, "c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "padding": [1, 1]},
+        {"op": "conv2d", "n": 1, "c": 128, "h": 28, "w": 28, "k": 128, "r": 3, "s": 3, "padding": [1, 1],
+         "layout": "NHWC", "dtype": "float16"},
+    ]})
 
     op: Literal["conv2d"] = "conv2d"
     n: int = Field(ge=1, le=MAX_DIM)

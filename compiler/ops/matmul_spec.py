@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
@@ -29,6 +29,13 @@ class MatmulSpec(OpSpec):
     >>> MatmulSpec(op="matmul", m=64, n=32, k=16).canonical_json()
     '{"batch":1,"dtype":"float32","k":16,"layout_a":"row","layout_b":"row","m":64,"n":32,"op":"matmul"}'
     """
+
+    #: Workloads worth showing a user (``warpmap ops``, the API's schema): square, BERT-base, batched.
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"op": "matmul", "m": 1024, "n": 1024, "k": 1024},
+        {"op": "matmul", "m": 128, "n": 3072, "k": 768, "dtype": "float16"},
+        {"op": "matmul", "m": 128, "n": 128, "k": 64, "batch": 12, "layout_b": "col", "dtype": "bfloat16"},
+    ]})
 
     op: Literal["matmul"] = "matmul"
     m: int = Field(ge=1, le=MAX_DIM)

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
@@ -70,6 +70,11 @@ class ReduceSpec(OpSpec):
     >>> ReduceSpec(shape=[5, 37, 9], axis=-2, kind="max").canonical_json()
     '{"axis":1,"dtype":"float32","kind":"max","op":"reduce","shape":[5,37,9]}'
     """
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"op": "reduce", "shape": [64, 4096], "axis": 1, "kind": "sum"},
+        {"op": "reduce", "shape": [32, 128, 768], "axis": 1, "kind": "mean"},
+    ]})
 
     op: Literal["reduce"] = "reduce"
     shape: tuple[Annotated[int, Field(ge=1, le=MAX_ELEMENTS)], ...] = Field(

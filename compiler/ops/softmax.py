@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
@@ -78,6 +78,11 @@ class SoftmaxSpec(OpSpec):
     >>> SoftmaxSpec(rows=3, cols=4099).canonical_json()
     '{"cols":4099,"dtype":"float32","op":"softmax","rows":3}'
     """
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"op": "softmax", "rows": 4096, "cols": 1000},
+        {"op": "softmax", "rows": 1536, "cols": 128, "dtype": "float16"},
+    ]})
 
     op: Literal["softmax"] = "softmax"
     rows: int = Field(ge=1, le=MAX_ELEMENTS)

@@ -127,6 +127,10 @@ def example_value(prop: dict[str, Any]) -> Any:
 
 
 def example_spec(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The operator's name and a value for each required field (a test checks that it validates)."""
+    """The model's first declared example, or the operator's name and a value for each required field
+    (a test checks that either validates)."""
+    if schema.get("examples"):
+        example = schema["examples"][0]
+        return {"op": example["op"], **{key: value for key, value in example.items() if key != "op"}}
     required = schema.get("required", ())
     return {"op": name, **{field: example_value(schema["properties"][field]) for field in required}}
