@@ -104,3 +104,27 @@ def test_float16_results_below_the_normal_range_are_allowed_their_absolute_round
     wrong.reshape(-1)[np.argmax(reference)] = to_storage(np.zeros(1, np.float32), "float16")[0]
     assert oracle.worst_error({"y": wrong})[0] > oracle.tolerance("y")
     assert relative_error(from_storage(rounded, "float16"), reference) == error
+
+
+@pytest.mark.parametrize(("dtype", "storage"), [("float16", np.float16), ("bfloat16", None)])
+def test_16_bit_outputs_rounded_once_pass_and_16_bit_accumulation_fails(dtype: str, storage: object) -> None:
+    """A float32 dot rounded once to the output type is within the bound; the same dot accumulated in
+    the 16-bit type (every partial sum rounded) is not, from k = 83 up."""
+
+    def to_16(x: np.ndarray) -> np.ndarray:
+        if storage is not None:
+            return np.asarray(x, np.float32).astype(storage).astype(np.float64)
+        bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+    rng = np.random.default_rng(3)
+    k = 83
+    a, b = to_16(rng.standard_normal((256, k))), to_16(rng.standard_normal(k))
+    exact = a @ b
+    once = to_16((a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32))
+    accumulated = np.zeros(256)
+    for j in range(k):
+        accumulated = to_16(accumulated + to_16(a[:, j] * b[j]))
+    assert relative_error(once, exact) <= tolerance(dtype, k)
+    assert relative_error(accumulated, exact) > tolerance(dtype, k)
