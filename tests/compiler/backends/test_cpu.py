@@ -1,6 +1,7 @@
 """The cpu target: host kernels compiled by g++, cached, run on numpy arrays and timed."""
 
 import importlib.util
+import random
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,9 @@ import pytest
 from compiler.backends import cpu
 from compiler.backends.timing import Protocol
 from compiler.codegen.cpp import render_host
+from compiler.ir import blockIdx, f32, i32, if_, kernel, logical_and, lower, select, threadIdx
+from compiler.ir.evaluate import evaluate_expr
+from compiler.mapping import repeat
 from compiler.source import KernelSource, Param
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "host_kernels.py"
@@ -129,3 +133,52 @@ def test_the_fingerprint_names_compiler_flags_and_isa():
 def test_a_missing_compiler_is_a_reason(tmp_path):
     reason = cpu.unavailable_reason(cpu.CpuConfig(cache_dir=tmp_path, cxx="no-such-compiler-xyz"))
     assert reason is not None and "no-such-compiler-xyz" in reason
+
+
+def _random_int_expr(rng: random.Random, leaves: list, depth: int):
+    if depth == 0 or rng.random() < 0.2:
+        return rng.choice([*leaves, rng.randint(-20, 40) + 0 * leaves[0]])
+    a = _random_int_expr(rng, leaves, depth - 1)
+    kind = rng.choice(["add", "sub", "mul", "div", "mod", "neg", "select"])
+    if kind in ("add", "sub"):
+        b = _random_int_expr(rng, leaves, depth - 1)
+        return a + b if kind == "add" else a - b
+    if kind == "mul":
+        return a * rng.randint(-3, 5)
+    if kind in ("div", "mod"):
+        return a // rng.randint(1, 9) if kind == "div" else a % rng.randint(1, 9)
+    if kind == "neg":
+        return -a
+    return select(a < _random_int_expr(rng, leaves, depth - 1), a, _random_int_expr(rng, leaves, depth - 1))
+
+
+def test_integer_arithmetic_matches_the_interpreter(config):
+    # The host shares CUDA's C arithmetic: truncating division, remainder with the dividend's sign.
+    rng = random.Random(11)
+    threads, count = 48, 60
+    with kernel("arith", block=threads, grid=2) as k:
+        out = k.tensor("out", i32, (2, count, threads))
+        n = k.scalar("n")
+        exprs = [_random_int_expr(rng, [threadIdx.x, blockIdx.x, n], depth=4) for _ in range(count)]
+        for row, expr in enumerate(exprs):
+            out[blockIdx.x, row, threadIdx.x] = expr
+    result = np.full((2, count, threads), -999, dtype=np.int32)
+    cpu.run(_load(lower(k.kernel), config), [result, -13])
+    expected = [[[evaluate_expr(e, {n: -13}, {"threadIdx.x": t, "blockIdx.x": b}) for t in range(threads)]
+                 for e in exprs] for b in range(2)]
+    assert result.tolist() == expected
+
+
+def test_a_task_mapping_with_unrolled_repeats_and_guards_runs_on_the_host(config):
+    rows, cols = 20, 45
+    mapping = repeat(3, 3, attrs="u+ u2").spatial(8, 16)
+    with kernel("copy", block=160, grid=1) as k:
+        src = k.tensor("src", f32, (rows, cols), const=True)
+        dst = k.tensor("dst", f32, (rows, cols))
+        for i, j in mapping.on(threadIdx.x):
+            with if_(logical_and(i < rows, j < cols)):
+                dst[i, j] = src[i, j] * 3.0 - 1.0
+    a = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
+    b = np.full_like(a, np.nan)
+    cpu.run(_load(lower(k.kernel), config), [a, b])
+    np.testing.assert_allclose(b, a.astype(np.float64) * 3 - 1, rtol=1e-6, atol=1e-7)  # a*3-1 may be one fma
