@@ -33,7 +33,7 @@ Example::
     extern "C" void twice(float* __restrict__ x, int workers) {
     #pragma omp parallel for schedule(static) num_threads(workers)
         for (long long wm_block = 0; wm_block < 3LL; ++wm_block) {
-            twice_block(x, (int)(wm_block % 3LL), 0, 0);
+            twice_block(x, (int)(wm_block), 0, 0);
         }
     }
     <BLANKLINE>
@@ -154,7 +154,7 @@ def _check_type(t: object, what: str) -> None:
     scalar = t.element if isinstance(t, PointerType) else t
     if isinstance(t, VectorType):
         raise CodegenError(f"{what}: CUDA vector type {t} has no host spelling")
-    if isinstance(scalar, DataType) and scalar.name not in HOST.type_names and scalar.name != "void":
+    if isinstance(scalar, DataType) and scalar.name not in HOST.type_names:
         raise CodegenError(f"{what}: {scalar} has no host spelling (convert 16-bit floats to f32 first)")
 
 
@@ -219,12 +219,18 @@ def _signature(head: str, params: list[str]) -> list[str]:
     return [head, *(f"{INDENT * 2}{p}," for p in params[:-1]), f"{INDENT * 2}{params[-1]}) {{"]
 
 
+def _coordinate(inner: int, extent: int, outer: int) -> str:
+    """Block coordinate ``flat / inner % extent`` of the flattened grid, without the no-op parts."""
+    if extent == 1:
+        return "0"
+    text = _FLAT if inner == 1 else f"{_FLAT} / {inner}LL"
+    return f"(int)({text})" if outer == 1 else f"(int)({text} % {extent}LL)"
+
+
 def _entry(kernel: Kernel, names: Names, params: list[str]) -> list[str]:
     gx, gy, gz = kernel.grid
     args = [names.var(p) for p in kernel.params]
-    coords = [f"(int)({_FLAT} % {gx}LL)" if gx > 1 else "0",
-              f"(int)({_FLAT} / {gx}LL % {gy}LL)" if gy > 1 else "0",
-              f"(int)({_FLAT} / {gx * gy}LL)" if gz > 1 else "0"]
+    coords = [_coordinate(1, gx, gy * gz), _coordinate(gx, gy, gz), _coordinate(gx * gy, gz, 1)]
     return [
         *_signature(f'extern "C" void {kernel.name}(', [*params, "int workers"]),
         "#pragma omp parallel for schedule(static) num_threads(workers)",

@@ -21,7 +21,8 @@ assert _spec is not None and _spec.loader is not None
 host_kernels = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(host_kernels)
 
-pytestmark = pytest.mark.skipif(cpu.unavailable_reason() is not None, reason=str(cpu.unavailable_reason()))
+_UNAVAILABLE = cpu.unavailable_reason()
+pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=str(_UNAVAILABLE))
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_timing_a_kernel_gives_plausible_samples(config):
     protocol = Protocol(warmup_ms=5, min_repetitions=5, target_ms=5, flush_caches=True)
     samples = cpu.time(loaded, [x, out], protocol)
     assert len(samples.samples_ns) >= 5 and all(s > 0 for s in samples.samples_ns)
-    assert samples.p20_ns <= samples.median_ns <= samples.p80_ns < 1e9
+    assert samples.p20_ns <= samples.median_ns <= samples.p80_ns
     np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
