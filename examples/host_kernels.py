@@ -90,7 +90,7 @@ def matmul(m: int, n: int, kk: int) -> Kernel:
             for i in range_(TILE_M, name="i", unroll=True):
                 # Edge tiles read a clamped (valid) row or column and never store it: no branch here.
                 a_ip = let("a_ip", a[min_(row0 + i, m - 1), p])
-                for j in range_(TILE_N, name="j", unroll=True):
+                for j in range_(TILE_N, name="j", unroll=True, simd=True):
                     acc[i, j] = fma(a_ip, b[p, min_(col0 + j, n - 1)], acc[i, j])
         for i in range_(TILE_M, name="i", unroll=True):
             for j in range_(TILE_N, name="j", unroll=True):

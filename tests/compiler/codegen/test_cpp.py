@@ -131,3 +131,18 @@ def test_a_long_signature_wraps():
             k.tensor(name, f32, (4,), const=True)
     head = render_host(lower(k.kernel)).source.split('extern "C"')[1].splitlines()
     assert head[0] == " void wide(" and head[-1].strip() != ""
+
+
+def test_a_loop_marked_simd_is_an_omp_simd_loop_on_the_host_only():
+    with kernel("k", block=1) as k:
+        out = k.tensor("out", f32, (8,))
+        for j in range_(8, name="j", unroll=2, simd=True):
+            out[j] = out[j] * 2.0
+        for j in range_(8, name="j"):
+            out[j] = out[j] + 1.0
+    lowered = lower(k.kernel)
+    host = render_host(lowered).source
+    assert host.count("#pragma omp simd") == 1
+    assert "    #pragma omp simd\n    for (int j = 0;" in host and "unroll" not in host  # GCC takes one pragma
+    assert "#pragma unroll 2\n" in render_cuda(lowered).source
+    assert "simd" not in render_cuda(lowered).source
