@@ -8,12 +8,20 @@ timing protocol (``compiler.backends.timing``: warm-up by time, at least 10 repe
 These kernels are written plainly, not tuned: this is where the cpu target starts, not its goal.
 
 numpy's elementwise ufuncs run on one thread; its matmul (OpenBLAS) on all cores. Our kernels use all
-cores of this process's affinity mask.
+cores of this process's affinity mask, with OMP_WAIT_POLICY=PASSIVE unless the environment says
+otherwise (see below).
 
 Usage: ``python bench/cpu_kernel_speed.py [--rounds 3] [--size 2048] [--mm 512]``
 """
 
 from __future__ import annotations
+
+import os
+
+# Two thread pools take turns here (OpenMP's for our kernels, OpenBLAS's for numpy): idle OpenMP
+# workers that spin, libgomp's default, would compete with BLAS's threads for the same cores. Sleeping
+# workers cost a launch a wake-up, nothing measurable at these sizes. Read when libgomp loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import importlib.util
