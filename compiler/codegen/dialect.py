@@ -52,6 +52,8 @@ class Dialect:
     local_headers: frozenset[str]
     #: A positive float infinity (softmax needs -inf).
     float_infinity: str
+    #: Put before a loop marked ``simd`` (independent iterations); empty where the target has no use.
+    simd_pragma: str = ""
 
 
 CUDA = Dialect(

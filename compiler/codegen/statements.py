@@ -121,9 +121,12 @@ class StmtRenderer:
     def _for(self, stmt: For, depth: int) -> list[str]:
         pad = INDENT * depth
         lines: list[str] = []
-        if stmt.unroll is not None:
-            if stmt.unroll.explicit:
-                raise CodegenError(f"loop over {stmt.var.name} is marked for explicit unrolling: lower it")
+        if stmt.unroll is not None and stmt.unroll.explicit:
+            raise CodegenError(f"loop over {stmt.var.name} is marked for explicit unrolling: lower it")
+        if stmt.simd and self.dialect.simd_pragma:
+            # GCC takes one pragma before a loop: vector lanes subsume the unroll request.
+            lines.append(pad + self.dialect.simd_pragma)
+        elif stmt.unroll is not None:
             pragma = self.dialect.unroll_pragma if stmt.unroll.factor is None else (
                 self.dialect.unroll_factor_pragma.format(factor=stmt.unroll.factor))
             lines.append(pad + pragma)

@@ -174,10 +174,11 @@ def assign(variable: Var, value: Any) -> None:
     builder.emit(Assign(variable, expr))
 
 
-def range_(extent: Any, *, name: str = "k", unroll: bool | int = False) -> Iterator[Var]:
+def range_(extent: Any, *, name: str = "k", unroll: bool | int = False, simd: bool = False) -> Iterator[Var]:
     """A run-time loop ``for (name = 0; name < extent; ++name)``.
 
-    ``unroll=True`` adds ``#pragma unroll``, ``unroll=N`` adds ``#pragma unroll N``.
+    ``unroll=True`` adds ``#pragma unroll``, ``unroll=N`` adds ``#pragma unroll N``. ``simd=True``
+    promises independent iterations (see ``For.simd``): the host vectorises them.
     """
     bound = as_expr(extent, i32)
     if bound.type != i32:
@@ -189,7 +190,7 @@ def range_(extent: Any, *, name: str = "k", unroll: bool | int = False) -> Itera
     index = Var(name, i32)
     builder.push()
     yield index
-    builder.emit(For(index, bound, builder.pop(), attr))
+    builder.emit(For(index, bound, builder.pop(), attr, simd))
 
 
 @contextmanager

@@ -91,12 +91,18 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """``for (var = 0; var < extent; ++var) body`` (loops always start at zero with step one)."""
+    """``for (var = 0; var < extent; ++var) body`` (loops always start at zero with step one).
+
+    ``simd`` is the writer's promise that iterations are independent (no value carried from one to
+    the next), so a host target may run them in vector lanes (``#pragma omp simd``); GPU targets
+    ignore it.
+    """
 
     var: Var
     extent: Expr
     body: Body
     unroll: Unroll | None = None
+    simd: bool = False
 
 
 @dataclass(frozen=True)
