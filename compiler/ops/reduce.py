@@ -28,7 +28,6 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import (
     Expr,
@@ -53,7 +52,7 @@ from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allreduce, load_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: Coordinates are 32-bit ints: the reduced extent and the number of outputs are at most 2**30, so
@@ -170,7 +169,7 @@ def _combine(kind: Kind) -> Any:
     return lambda a, b: (a[0] + b[0],)
 
 
-def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
+def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> Program:
     contiguous = spec.inner == 1
     if schedule.vector > 1 and (not contiguous or spec.extent % schedule.vector):
         raise ScheduleDoesNotFitError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
@@ -218,7 +217,7 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
         with if_(logical_and(live, member == 0)):
             result = total * (1.0 / spec.extent) if spec.kind == "mean" else total
             y[q] = cast(result, dtype)
-    return render_cuda(lower(k.kernel))
+    return Program.single(lower(k.kernel))
 
 
 def reduce_inputs(spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:

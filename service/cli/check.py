@@ -49,13 +49,20 @@ def parse_spec_argument(text: str) -> Any:
 
 
 def _row(index: int, result: CheckResult) -> list[object]:
-    usage = result.usage.get(DEFAULT_ARCHS[-1]) or next(iter(result.usage.values()), None)
-    dynamic = result.kernel.shared_bytes if result.kernel else 0
+    """One schedule's row. For a program of several launches, ``regs`` and ``smem`` are the largest over its
+    launches (each for the newest arch compiled): the launch that limits occupancy is the one to see."""
+    registers: list[int] = []
+    shared: list[int] = []
+    for kernel, per_arch in zip(result.kernels, result.launch_usage, strict=False):
+        usage = per_arch.get(DEFAULT_ARCHS[-1]) or next(iter(per_arch.values()), None)
+        if usage is not None:
+            registers.append(usage.registers)
+            shared.append(usage.shared_bytes + kernel.shared_bytes)
     return [
         index,
         *schedule_values(result.schedule).values(),
-        usage.registers if usage else "-",
-        usage.shared_bytes + dynamic if usage else "-",
+        max(registers) if registers else "-",
+        max(shared) if shared else "-",
         result.error if result.error is not None else "-",
         "pass" if result.status is TrialStatus.OK else ("pruned" if result.status is TrialStatus.INVALID else "FAIL"),
         result.message,
