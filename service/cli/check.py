@@ -168,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
     validate_options(args)
     spec = parse_spec_argument(args.spec)
     operator = get_operator(spec.op)
-    runner = get_runner(args.device)
+    runner = get_runner(args.target)
     reason = runner.unavailable_reason()
     if reason is not None:
-        raise CliError(f"device {args.device!r} cannot run kernels here: {reason}")
+        raise CliError(f"target {args.target!r} cannot run kernels here: {reason}")
     min_bytes = operator.min_bytes(spec)
     check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
     device = space_device(args.gpu)
@@ -189,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
     schedules = space.sample(args.sample, args.seed) if args.sample else enumeration.valid
     print(f"{operator.name} {spec.canonical_json()}")
     print(f"space {space.template} level {args.level}: {enumeration.total} combinations, "
-          f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.device}")
-    print(eta_line(len(schedules), args.device), flush=True)
+          f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.target}")
+    print(eta_line(len(schedules), args.target), flush=True)
     cache = DiskCache(default_cache_root() / "cubin", _CUBIN_CACHE_BYTES)
     progress = progress_printer(len(schedules), sys.stderr)
     results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,
