@@ -1,4 +1,5 @@
-"""Check one schedule end to end: build it, compile it for each arch, run it, compare with numpy.
+"""Check one schedule end to end: build its program, compile each launch for each arch, run the launches in
+order, compare with numpy.
 
 The same path serves ``warpmap check`` and the tuner's correctness gate. Every outcome is a
 :class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in this harness raise.
@@ -20,17 +21,19 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.backends import Runner
 from compiler.backends.errors import KernelRunError, KernelTimeoutError
 from compiler.backends.nvrtc import DEFAULT_ARCHS, ResourceUsage, compile_source
+from compiler.codegen import render_program
 from compiler.device import DeviceSpec
 from compiler.diskcache import DiskCache
 from compiler.numeric import from_storage, poisoned, relative_error, tolerance, underflow_allowance
 from compiler.ops.base import Operator
+from compiler.program import Program, launch_arguments
 from compiler.source import KernelSource
 from compiler.space import ScheduleDoesNotFitError
 from search.trial import TrialStatus
@@ -40,12 +43,19 @@ from search.trial import TrialStatus
 class CheckResult:
     schedule: Hashable
     status: TrialStatus
-    #: Worst relative L2 error over the outputs, when the kernel ran.
+    #: Worst relative L2 error over the outputs, when the program ran.
     error: float | None = None
-    #: ptxas's report for each arch compiled.
-    usage: dict[str, ResourceUsage] = field(default_factory=dict)
+    #: ptxas's report for each arch compiled, one mapping per launch compiled, in launch order.
+    launch_usage: tuple[dict[str, ResourceUsage], ...] = ()
     message: str = ""
-    kernel: KernelSource | None = None
+    program: Program | None = None
+    #: The CUDA source of each launch, in launch order (what NVRTC and the runner were given).
+    kernels: tuple[KernelSource, ...] = ()
+
+    @property
+    def usage(self) -> dict[str, ResourceUsage]:
+        """ptxas's report per arch for the first launch (see ``launch_usage`` for the others)."""
+        return self.launch_usage[0] if self.launch_usage else {}
 
 
 def resource_problem(kernel: KernelSource, usage: ResourceUsage, device: DeviceSpec) -> str | None:
@@ -82,6 +92,23 @@ def compile_checked(
     return None, usage, ""
 
 
+def compile_launches(
+    kernels: Sequence[KernelSource],
+    device: DeviceSpec,
+    archs: Sequence[str] = DEFAULT_ARCHS,
+    cache: DiskCache | None = None,
+) -> tuple[TrialStatus | None, tuple[dict[str, ResourceUsage], ...], str]:
+    """:func:`compile_checked` for each launch in order, stopping at the first that fails; a message
+    about a launch of a multi-launch program names its entry."""
+    usages: list[dict[str, ResourceUsage]] = []
+    for kernel in kernels:
+        status, usage, message = compile_checked(kernel, device, archs, cache)
+        usages.append(usage)
+        if status is not None:
+            return status, tuple(usages), message if len(kernels) == 1 else f"{kernel.entry}: {message}"
+    return None, tuple(usages), ""
+
+
 class Oracle:
     """The random inputs of one (operator, spec, seed) and numpy's outputs for them, both made once.
 
@@ -101,19 +128,21 @@ class Oracle:
     def expected(self) -> dict[str, np.ndarray]:
         return self.operator.reference(self.spec, self.inputs)
 
-    def arguments(self, kernel: KernelSource) -> tuple[list[np.ndarray | int | float], dict[str, np.ndarray]]:
-        """Fresh copies of the inputs and NaN-poisoned outputs in the kernel's parameter order, plus the
-        outputs by name."""
+    def arguments(self, program: Program) -> tuple[list[list[np.ndarray | int | float]], dict[str, np.ndarray]]:
+        """Each launch's arguments in its parameter order, over fresh copies of the inputs and NaN-poisoned
+        outputs and workspaces (one buffer each, shared by the launches), plus the outputs by name."""
         outputs = {out.name: poisoned(out.shape, out.dtype) for out in self.operator.outputs(self.spec)}
-        args: list[np.ndarray | int | float] = []
-        for param in kernel.params:
-            if param.name in self.inputs:
-                args.append(self.inputs[param.name].copy())
-            elif param.name in outputs:
-                args.append(outputs[param.name])
+        buffers: dict[str, np.ndarray] = {}
+        for name in program.arguments:
+            if name in self.inputs:
+                buffers[name] = self.inputs[name].copy()
+            elif name in outputs:
+                buffers[name] = outputs[name]
             else:
-                raise ValueError(f"{kernel.entry}: parameter {param.name!r} is neither an input nor an output")
-        return args, outputs
+                raise ValueError(f"{program.name}: argument {name!r} is neither an input nor an output")
+        for workspace in program.workspaces:
+            buffers[workspace.name] = poisoned(workspace.shape, workspace.dtype)
+        return launch_arguments(program, buffers), outputs
 
     def worst_error(self, outputs: dict[str, np.ndarray]) -> tuple[float, str]:
         """The relative error of the output furthest past its tolerance (or nearest to it), and its name."""
@@ -144,46 +173,56 @@ class _Compiled:
     """A schedule that built and compiled within the device's limits, ready to run."""
 
     schedule: Hashable
-    kernel: KernelSource
-    usage: dict[str, ResourceUsage]
+    program: Program
+    kernels: tuple[KernelSource, ...]
+    usage: tuple[dict[str, ResourceUsage], ...]
 
 
 def _compile(operator: Operator, spec: object, schedule: Hashable, runner: Runner, device: DeviceSpec,
              archs: Sequence[str], cache: DiskCache | None) -> CheckResult | _Compiled:
-    """Build, compile for every arch and let the runner prepare: everything before the launch."""
+    """Build, render and compile each launch for every arch and let the runner prepare: everything before
+    the launches."""
     try:
-        kernel = operator.build(spec, schedule)
+        program = operator.build(spec, schedule)
+        kernels = render_program(program)
     except ScheduleDoesNotFitError as exc:  # the template's own refusal: a pruned candidate
         return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
     except Exception as exc:  # any other exception is a template bug: fail, with where it was
         trace = "".join(traceback.format_exception(exc)).rstrip()
         return CheckResult(schedule, TrialStatus.COMPILE_ERROR,
                            message=f"build raised {type(exc).__name__}: {exc}\n{trace}")
-    status, usage, message = compile_checked(kernel, device, archs, cache)
+    status, usage, message = compile_launches(kernels, device, archs, cache)
     if status is not None:
-        return CheckResult(schedule, status, usage=usage, message=message, kernel=kernel)
+        return CheckResult(schedule, status, launch_usage=usage, message=message, program=program, kernels=kernels)
     try:
-        runner.prepare(kernel)
+        for kernel in kernels:
+            runner.prepare(kernel)
     except KernelRunError as exc:
-        return CheckResult(schedule, TrialStatus.COMPILE_ERROR, usage=usage, message=str(exc), kernel=kernel)
-    return _Compiled(schedule, kernel, usage)
+        return CheckResult(schedule, TrialStatus.COMPILE_ERROR, launch_usage=usage, message=str(exc),
+                           program=program, kernels=kernels)
+    return _Compiled(schedule, program, kernels, usage)
 
 
 def _run(compiled: _Compiled, oracle: Oracle, runner: Runner, timeout_s: float) -> CheckResult:
-    schedule, kernel, usage = compiled.schedule, compiled.kernel, compiled.usage
-    args, outputs = oracle.arguments(kernel)
-    try:
-        runner.run(kernel, args, timeout_s=timeout_s)
-    except KernelTimeoutError as exc:
-        return CheckResult(schedule, TrialStatus.TIMEOUT, usage=usage, message=str(exc), kernel=kernel)
-    except KernelRunError as exc:
-        return CheckResult(schedule, TrialStatus.LAUNCH_ERROR, usage=usage, message=str(exc), kernel=kernel)
+    schedule, program, kernels, usage = compiled.schedule, compiled.program, compiled.kernels, compiled.usage
+
+    def result(status: TrialStatus, error: float | None = None, message: str = "") -> CheckResult:
+        return CheckResult(schedule, status, error, usage, message, program, kernels)
+
+    launch_args, outputs = oracle.arguments(program)
+    # Launches run in order on the same buffers: each sees what the ones before it wrote.
+    for kernel, args in zip(kernels, launch_args, strict=True):
+        try:
+            runner.run(kernel, args, timeout_s=timeout_s)
+        except KernelTimeoutError as exc:
+            return result(TrialStatus.TIMEOUT, message=str(exc))
+        except KernelRunError as exc:
+            return result(TrialStatus.LAUNCH_ERROR, message=str(exc))
     error, name = oracle.worst_error(outputs)
     allowed = oracle.tolerance(name) if name else 0.0
     if not error <= allowed:
-        message = f"{name}: relative error {error:.3g} > {allowed:.3g}"
-        return CheckResult(schedule, TrialStatus.WRONG_RESULT, error, usage, message, kernel)
-    return CheckResult(schedule, TrialStatus.OK, error, usage, kernel=kernel)
+        return result(TrialStatus.WRONG_RESULT, error, f"{name}: relative error {error:.3g} > {allowed:.3g}")
+    return result(TrialStatus.OK, error)
 
 
 def check_schedule(

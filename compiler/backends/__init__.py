@@ -28,6 +28,11 @@ class Runner(Protocol):
         """None when kernels can run here, else a sentence saying why they cannot."""
         ...
 
+    def fingerprint(self) -> dict[str, str]:
+        """What enters cache keys: toolchain versions and flags, and the device's identity where there is
+        one. Raises :class:`~compiler.backends.errors.BackendUnavailableError` where the target cannot run."""
+        ...
+
     def prepare(self, kernel: KernelSource) -> None:
         """Do the slow, parallel-safe part of a first launch (compiling) ahead of time; may be a no-op."""
         ...

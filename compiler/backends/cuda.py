@@ -17,7 +17,7 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from compiler.backends.errors import BackendUnavailableError, KernelRunError, KernelTimeoutError
-from compiler.backends.nvrtc import compile_source
+from compiler.backends.nvrtc import compile_source, nvrtc_version
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.source import KernelSource, Param
 from compiler.toolchain import detect_gpus
@@ -52,6 +52,16 @@ class CudaRunner:
     def unavailable_reason(self) -> str | None:
         gpus = detect_gpus()
         return None if gpus.devices else f"no GPU: {gpus.reason}"
+
+    def fingerprint(self) -> dict[str, str]:
+        """What decides a build and its timings, for cache keys: NVRTC's version and the GPU (ordinal 0),
+        its compute capability and the driver."""
+        gpus = detect_gpus()
+        if not gpus.devices:
+            raise BackendUnavailableError(f"no GPU: {gpus.reason}")
+        device = gpus.devices[0]
+        return {"target": self.name, "nvrtc": ".".join(map(str, nvrtc_version())), "device": device.name,
+                "arch": device.arch, "driver": gpus.driver_version or "unknown"}
 
     def prepare(self, kernel: KernelSource) -> None:
         """Nothing to do ahead: the build needs the device's arch, known once a context exists."""

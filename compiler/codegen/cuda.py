@@ -1,4 +1,4 @@
-"""CUDA C++ code generation: a lowered kernel to a ``KernelSource`` ready for NVRTC."""
+"""CUDA C++ code generation: a lowered kernel (or each launch of a program) to a ``KernelSource`` ready for NVRTC."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from compiler.codegen.dialect import CUDA
 from compiler.codegen.kernel import render_kernel
 from compiler.ir.kernel import Kernel
 from compiler.ir.types import PointerType
+from compiler.program import Program
 from compiler.source import KernelSource, Param
 
 
@@ -28,3 +29,8 @@ def render_cuda(kernel: Kernel) -> KernelSource:
         params=params,
         shared_bytes=kernel.dynamic_shared_bytes,
     )
+
+
+def render_program(program: Program) -> tuple[KernelSource, ...]:
+    """The CUDA source of each of ``program``'s launches, in launch order."""
+    return tuple(render_cuda(launch.kernel) for launch in program.launches)

@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler.device import DeviceSpec
 from compiler.ops.spec import OpSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Space
 
 
@@ -47,7 +47,7 @@ class Operator(Protocol):
 
     def space(self, spec: Any, device: DeviceSpec, level: int) -> Space[Any]: ...
 
-    def build(self, spec: Any, schedule: Hashable) -> KernelSource: ...
+    def build(self, spec: Any, schedule: Hashable) -> Program: ...
 
     def inputs(self, spec: Any, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
 

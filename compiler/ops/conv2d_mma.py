@@ -21,7 +21,6 @@ NCHW convolutions copy A element by element. B rows of ``c * r * s`` elements us
 
 from __future__ import annotations
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import Expr, blockIdx, cast, floats_to_pair, if_, kernel, let, lower
 from compiler.ir.types import DataType, bf16, f16
@@ -37,7 +36,7 @@ from compiler.ops.gemm_mma import (
     stage_buffers,
     store_accumulators,
 )
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Constraint, ScheduleDoesNotFitError, Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
@@ -58,7 +57,7 @@ def _check_dtype(spec: Conv2dSpec) -> DataType:
     return DTYPES[spec.dtype]
 
 
-def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
+def build(spec: Conv2dSpec, schedule: MmaSchedule) -> Program:
     """The kernel ``y = conv2d(x, weight)`` for ``spec`` tiled by ``schedule``."""
     dtype = _check_dtype(spec)
     problem = schedule_problem(schedule)
@@ -104,7 +103,7 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> KernelSource:
                 y[indices] = cast(high, dtype)
 
         store_accumulators(schedule, acc, write)
-    return render_cuda(lower(builder.kernel))
+    return Program.single(lower(builder.kernel))
 
 
 def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule]:

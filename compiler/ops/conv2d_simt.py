@@ -19,7 +19,6 @@ weight rows (B) allow it.
 
 from __future__ import annotations
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import blockIdx, f32, if_, kernel, lower, threadIdx
 from compiler.ir.expr import as_expr
@@ -27,7 +26,7 @@ from compiler.ops.conv2d_gemm import ImplicitGemm, PatchOperand, a_chunk, b_chun
 from compiler.ops.conv2d_spec import Conv2dSpec
 from compiler.ops.gemm_simt import StridedOperand, simt_gemm
 from compiler.ops.matmul_simt import PAD, SMALL_TILE, SimtSchedule, level_space
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Constraint, Space
 
 
@@ -86,7 +85,7 @@ def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[SimtSchedul
     return level_space("conv2d_simt", level, lambda scalar: constraints(spec, device, scalar_choice=scalar))
 
 
-def build(spec: Conv2dSpec, schedule: SimtSchedule) -> KernelSource:
+def build(spec: Conv2dSpec, schedule: SimtSchedule) -> Program:
     """The kernel ``y = conv2d(x, weight)`` for ``spec``: parameters ``x``, ``weight`` (inputs) and ``y``."""
     if spec.dtype != "float32":
         raise ValueError(f"the SIMT conv2d template computes float32, not {spec.dtype}")
@@ -109,4 +108,4 @@ def build(spec: Conv2dSpec, schedule: SimtSchedule) -> KernelSource:
             indices, inside = gemm.output(row0 + i, col0 + j)
             with if_(inside):
                 y[indices] = acc[i, j]
-    return render_cuda(lower(k.kernel))
+    return Program.single(lower(k.kernel))

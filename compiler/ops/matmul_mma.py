@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import Buffer, Expr, blockIdx, cast, floats_to_pair, if_, kernel, let, logical_and, lower, select
 from compiler.ir.types import DataType, bf16, f16
@@ -36,7 +35,7 @@ from compiler.ops.gemm_mma import (
     store_accumulators,
 )
 from compiler.ops.matmul_spec import MatmulSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import ScheduleDoesNotFitError, Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
@@ -55,7 +54,7 @@ def copy_width(extent: int) -> int:
     return next(w for w in (8, 4, 2, 1) if extent % w == 0)
 
 
-def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
+def build(spec: MatmulSpec, schedule: MmaSchedule) -> Program:
     """The CUDA kernel ``c[b] = a[b] @ b[b]`` for ``spec`` tiled by ``schedule``."""
     if spec.dtype not in DTYPES:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
@@ -104,7 +103,7 @@ def build(spec: MatmulSpec, schedule: MmaSchedule) -> KernelSource:
                 c[batch, g_row, g_col + 1] = cast(high, dtype)
 
         store_accumulators(schedule, acc, write)
-    return render_cuda(lower(builder.kernel))
+    return Program.single(lower(builder.kernel))
 
 
 def _operand_source(tensor: Buffer, batch: Expr, outer0: Expr, outer: int, k: int, operand: Operand) -> Any:

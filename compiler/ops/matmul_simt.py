@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import blockIdx, f32, if_, kernel, logical_and, lower, threadIdx
 from compiler.ops.gemm_simt import SimtTile, StridedOperand, simt_gemm, vector_aligned
 from compiler.ops.matmul_spec import MatmulSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Constraint, Param, Space
 
 #: Block tiles may exceed the problem (rounded up to this) by at most 2x ...
@@ -147,7 +146,7 @@ def level_space(template: str, level: int,
     return Space(template, params, lambda values: SimtSchedule(**values), rules(1 in LEVELS[level]["vector"]))
 
 
-def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
+def build(spec: MatmulSpec, schedule: SimtSchedule) -> Program:
     """The kernel computing ``spec`` with ``schedule``: parameters ``a``, ``b`` (inputs) and ``c``."""
     if spec.dtype != "float32":
         raise ValueError(f"the SIMT matmul template computes float32, not {spec.dtype}")
@@ -170,4 +169,4 @@ def build(spec: MatmulSpec, schedule: SimtSchedule) -> KernelSource:
             row, col = row0 + i, col0 + j
             with if_(logical_and(row < spec.m, col < spec.n)):
                 c[batch, row, col] = acc[i, j]
-    return render_cuda(lower(k.kernel))
+    return Program.single(lower(k.kernel))

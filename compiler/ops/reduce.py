@@ -12,6 +12,11 @@ a block holds ``tile`` groups (see ``compiler.ops.rowwise`` for the group layout
   a group are ``tile`` threads apart.
 
 Each thread issues ``items`` loads per step before accumulating them, to keep several in flight.
+
+With ``parts > 1`` (few outputs, a long reduced axis: one block per output group would leave most SMs
+idle), the program has two launches: ``parts`` blocks per output group each reduce one slice of the
+axis into a float32 workspace of partials, then a final pass combines each output's partials (and
+divides a mean). Partials stay in f32, so the only rounding added is one f32 combine per part.
 Sums are compensated (Kahan) per thread, since one thread may add millions of terms.
 A negative ``axis`` is normalised when the spec is validated (``-1`` is the last axis), so both
 spellings name one workload.
@@ -28,7 +33,6 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import (
     Expr,
@@ -47,13 +51,14 @@ from compiler.ir import (
     threadIdx,
     var,
 )
+from compiler.ir.kernel import Kernel
 from compiler.ir.types import scalar_type
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allreduce, load_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
-from compiler.source import KernelSource
+from compiler.program import Launch, Program, Workspace
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: Coordinates are 32-bit ints: the reduced extent and the number of outputs are at most 2**30, so
@@ -127,16 +132,29 @@ class ReduceSchedule:
     items: int
     vector: int
     tree: Tree
+    #: Blocks sharing each output's reduced axis: above 1, a partial pass writes ``parts`` partial
+    #: results per output to a workspace and a final pass combines them.
+    parts: int = 1
 
     @property
     def threads(self) -> int:
         return self.split * self.tile
 
+    @property
+    def step(self) -> int:
+        """Elements of the reduced axis a group covers per iteration."""
+        return self.split * self.items * self.vector
 
-_CONTIGUOUS_L1 = {"split": (32, 256), "tile": (1, 4), "items": (1, 4), "tree": ("shuffle", "shared")}
-_STRIDED_L1 = {"split": (4, 32), "tile": (8, 32), "items": (1, 4), "vector": (1,), "tree": ("shuffle", "shared")}
+
+_CONTIGUOUS_L1 = {"split": (32, 256), "tile": (1, 4), "items": (1, 4), "tree": ("shuffle", "shared"),
+                  "parts": (1, 8)}
+_STRIDED_L1 = {"split": (4, 32), "tile": (8, 32), "items": (1, 4), "vector": (1,), "tree": ("shuffle", "shared"),
+               "parts": (1, 8)}
 _POWERS = tuple(1 << p for p in range(11))
-_L2 = {"split": _POWERS, "tile": _POWERS, "items": (1, 2, 4, 8), "vector": (1, 2, 4), "tree": ("shuffle", "shared")}
+_L2 = {"split": _POWERS, "tile": _POWERS, "items": (1, 2, 4, 8), "vector": (1, 2, 4), "tree": ("shuffle", "shared"),
+       "parts": (1, 2, 4, 8, 16, 32, 64)}
+#: Threads per block of the final pass, one output each.
+FINAL_THREADS = 128
 
 
 def reduce_space(spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[ReduceSchedule]:
@@ -159,6 +177,12 @@ def reduce_space(spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[Redu
         Constraint("vector loads need the last axis reduced", lambda s: s.vector == 1 or spec.inner == 1),
         Constraint("reduced extent divisible by vector", lambda s: spec.extent % s.vector == 0),
         Constraint("16-bit loads are pairs (vector <= 2)", lambda s: wide or s.vector <= 2),
+        # Splitting the reduced axis pays only where one block per output group leaves SMs idle, and
+        # only when every part has at least one step of the axis to reduce.
+        Constraint(f"parts > 1 only when the outputs fill fewer blocks than {device.sm_count} SMs",
+                   lambda s: s.parts == 1 or -(-spec.outer * spec.inner // s.tile) < device.sm_count),
+        Constraint("parts > 1 only when each part has a step of the reduced axis",
+                   lambda s: s.parts == 1 or s.parts * s.step <= spec.extent),
     )
     params = tuple(Param(name, values) for name, values in choices.items())
     return Space("reduce", params, lambda p: ReduceSchedule(**p), constraints)
@@ -170,22 +194,32 @@ def _combine(kind: Kind) -> Any:
     return lambda a, b: (a[0] + b[0],)
 
 
-def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
+def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> Program:
+    """One launch when ``schedule.parts == 1``; else a partial pass over ``parts`` slices of the reduced
+    axis into a float32 workspace ``partials[parts][outputs]``, then :func:`_final_pass`."""
     contiguous = spec.inner == 1
     if schedule.vector > 1 and (not contiguous or spec.extent % schedule.vector):
         raise ScheduleDoesNotFitError(f"reduce: vector {schedule.vector} needs the last axis reduced and an extent "
                          f"divisible by it (extent {spec.extent}, inner {spec.inner})")
+    if schedule.parts < 1:
+        raise ScheduleDoesNotFitError(f"reduce: parts must be at least 1, got {schedule.parts}")
+    split = schedule.parts > 1
     layout = GroupLayout(schedule.split, schedule.tile, split_minor=contiguous)
     dtype = scalar_type(spec.dtype)
     outputs, width = spec.outer * spec.inner, schedule.vector
-    step = schedule.split * schedule.items * width
+    step = schedule.step
+    # Each part takes whole steps, so vector loads stay aligned; a part past the end adds identities.
+    steps = -(-spec.extent // step)
+    steps_per_part = -(-steps // schedule.parts)
     identity = float("-inf") if spec.kind == "max" else 0.0
     combine = _combine(spec.kind)
-    with kernel(f"reduce_{spec.kind}_{spec.dtype}", block=layout.threads, grid=-(-outputs // schedule.tile)) as k:
+    name = f"reduce_{spec.kind}_{spec.dtype}" + ("_partial" if split else "")
+    with kernel(name, block=layout.threads, grid=(-(-outputs // schedule.tile), schedule.parts)) as k:
         shape = (spec.outer, spec.extent) if contiguous else (spec.outer, spec.extent, spec.inner)
         # Loads and stores are under if (live, r < extent): offsets stay inside each tensor.
         x = k.tensor("x", dtype, shape, const=True, overshoot=0)
-        y = k.tensor("y", dtype, (outputs,), overshoot=0)
+        y = k.tensor("partials", f32, (schedule.parts * outputs,), overshoot=0) if split else \
+            k.tensor("y", dtype, (outputs,), overshoot=0)
         tid = threadIdx.x
         group, member = layout.group_and_member(tid)
         q = let("q", blockIdx.x * schedule.tile + group)
@@ -197,9 +231,10 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
         acc = var("acc", f32, identity)
         lost = var("lost", f32, 0.0)  # compensation of a sum (see compensated_add)
         loaded = registers("loaded", f32, (schedule.items * width,))
-        for it in range_(-(-spec.extent // step), name="it"):
+        for it in range_(steps_per_part, name="it"):
+            base = blockIdx.y * steps_per_part + it if split else it
             for item in range(schedule.items):
-                r = let("r", ((it * schedule.items + item) * schedule.split + member) * width)
+                r = let("r", ((base * schedule.items + item) * schedule.split + member) * width)
                 for i in range(width):
                     loaded[item * width + i] = identity
                 with if_(logical_and(live, r < spec.extent)):
@@ -216,9 +251,43 @@ def build_reduce(spec: ReduceSpec, schedule: ReduceSchedule) -> KernelSource:
         partial = acc if spec.kind == "max" else let("partial", acc - lost)
         (total,) = group_allreduce((partial,), combine, layout, tid, tree=schedule.tree, name="red")
         with if_(logical_and(live, member == 0)):
-            result = total * (1.0 / spec.extent) if spec.kind == "mean" else total
-            y[q] = cast(result, dtype)
-    return render_cuda(lower(k.kernel))
+            if split:
+                y[blockIdx.y * outputs + q] = total
+            else:
+                y[q] = cast(total * (1.0 / spec.extent) if spec.kind == "mean" else total, dtype)
+    first = lower(k.kernel)
+    if not split:
+        return Program.single(first)
+    return Program(
+        f"reduce_{spec.kind}_{spec.dtype}_split",
+        ("x", "y"),
+        (Launch(first, ("x", "partials")), Launch(_final_pass(spec, schedule.parts), ("partials", "y"))),
+        (Workspace("partials", (schedule.parts, outputs), "float32"),),
+    )
+
+
+def _final_pass(spec: ReduceSpec, parts: int) -> Kernel:
+    """One thread per output combines its ``parts`` partials; consecutive threads read consecutive
+    outputs of a part, so the loads coalesce."""
+    dtype = scalar_type(spec.dtype)
+    outputs = spec.outer * spec.inner
+    with kernel(f"reduce_{spec.kind}_{spec.dtype}_final", block=FINAL_THREADS,
+                grid=-(-outputs // FINAL_THREADS)) as k:
+        partials = k.tensor("partials", f32, (parts * outputs,), const=True, overshoot=0)
+        y = k.tensor("y", dtype, (outputs,), overshoot=0)
+        q = let("q", blockIdx.x * FINAL_THREADS + threadIdx.x)
+        with if_(q < outputs):
+            acc = var("acc", f32, float("-inf") if spec.kind == "max" else 0.0)
+            lost = var("lost", f32, 0.0)
+            for p in range_(parts, name="p"):
+                value = partials[p * outputs + q]
+                if spec.kind == "max":
+                    assign(acc, max_(acc, value))
+                else:
+                    compensated_add(acc, lost, value)
+            total = acc if spec.kind == "max" else acc - lost
+            y[q] = cast(total * (1.0 / spec.extent) if spec.kind == "mean" else total, dtype)
+    return lower(k.kernel)
 
 
 def reduce_inputs(spec: ReduceSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -30,7 +30,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from compiler.codegen import render_cuda
 from compiler.device import DeviceSpec
 from compiler.ir import (
     Buffer,
@@ -57,7 +56,7 @@ from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, load_values, store_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import Template, TemplatedOperator, Workload
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
 #: At most 2**30 rows and columns, so each coordinate (with a chunk of slack past the end) fits an int.
@@ -158,7 +157,7 @@ def _sum(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> tuple[Expr, ...]:
     return (a[0] + b[0],)
 
 
-def build_softmax(spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> KernelSource:
+def build_softmax(spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> Program:
     if spec.cols % schedule.vector:
         raise ScheduleDoesNotFitError(f"softmax: cols {spec.cols} is not a multiple of vector {schedule.vector}")
     layout = GroupLayout(schedule.threads_per_row, schedule.rows_per_block, split_minor=True)
@@ -181,7 +180,7 @@ def build_softmax(spec: SoftmaxSpec, schedule: SoftmaxSchedule) -> KernelSource:
             _registers_path(x, y, row, column, chunks, width, layout, tid)
         else:
             _stream_path(x, y, row, column, chunks, width, schedule.unroll, layout, tid)
-    return render_cuda(lower(k.kernel))
+    return Program.single(lower(k.kernel))
 
 
 def _registers_path(x: Buffer, y: Buffer, row: Expr, column: Any, chunks: int, width: int,

@@ -1,7 +1,7 @@
 """An operator assembled from parts: workload functions from its spec module, kernels from a template per dtype.
 
 Every operator is "one workload, one template per input dtype". A template is anything with
-``space(spec, device, level) -> Space`` and ``build(spec, schedule) -> KernelSource``: a module
+``space(spec, device, level) -> Space`` and ``build(spec, schedule) -> Program``: a module
 (``matmul_simt``) or a :class:`Template` of two functions; adding one is an entry in ``templates``.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from compiler.device import DeviceSpec
 from compiler.ops.base import TensorSpec
 from compiler.ops.spec import OpSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import Space
 
 
@@ -36,7 +36,7 @@ class Template:
     """A template given as its two functions."""
 
     space: Callable[[Any, DeviceSpec, int], Space[Any]]
-    build: Callable[[Any, Any], KernelSource]
+    build: Callable[[Any, Any], Program]
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,9 @@ class TemplatedOperator:
         space: Space[Any] = self.template_for(spec).space(spec, device, level)
         return space
 
-    def build(self, spec: Any, schedule: Hashable) -> KernelSource:
-        source: KernelSource = self.template_for(spec).build(spec, schedule)
-        return source
+    def build(self, spec: Any, schedule: Hashable) -> Program:
+        program: Program = self.template_for(spec).build(spec, schedule)
+        return program
 
     def inputs(self, spec: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return self.workload.inputs(spec, rng)

@@ -49,13 +49,20 @@ def parse_spec_argument(text: str) -> Any:
 
 
 def _row(index: int, result: CheckResult) -> list[object]:
-    usage = result.usage.get(DEFAULT_ARCHS[-1]) or next(iter(result.usage.values()), None)
-    dynamic = result.kernel.shared_bytes if result.kernel else 0
+    """One schedule's row. For a program of several launches, ``regs`` and ``smem`` are the largest over its
+    launches (each for the newest arch compiled): the launch that limits occupancy is the one to see."""
+    registers: list[int] = []
+    shared: list[int] = []
+    for kernel, per_arch in zip(result.kernels, result.launch_usage, strict=False):
+        usage = per_arch.get(DEFAULT_ARCHS[-1]) or next(iter(per_arch.values()), None)
+        if usage is not None:
+            registers.append(usage.registers)
+            shared.append(usage.shared_bytes + kernel.shared_bytes)
     return [
         index,
         *schedule_values(result.schedule).values(),
-        usage.registers if usage else "-",
-        usage.shared_bytes + dynamic if usage else "-",
+        max(registers) if registers else "-",
+        max(shared) if shared else "-",
         result.error if result.error is not None else "-",
         "pass" if result.status is TrialStatus.OK else ("pruned" if result.status is TrialStatus.INVALID else "FAIL"),
         result.message,
@@ -161,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
     validate_options(args)
     spec = parse_spec_argument(args.spec)
     operator = get_operator(spec.op)
-    runner = get_runner(args.device)
+    runner = get_runner(args.target)
     reason = runner.unavailable_reason()
     if reason is not None:
-        raise CliError(f"device {args.device!r} cannot run kernels here: {reason}")
+        raise CliError(f"target {args.target!r} cannot run kernels here: {reason}")
     min_bytes = operator.min_bytes(spec)
     check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
     device = space_device(args.gpu)
@@ -182,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
     schedules = space.sample(args.sample, args.seed) if args.sample else enumeration.valid
     print(f"{operator.name} {spec.canonical_json()}")
     print(f"space {space.template} level {args.level}: {enumeration.total} combinations, "
-          f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.device}")
-    print(eta_line(len(schedules), args.device), flush=True)
+          f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.target}")
+    print(eta_line(len(schedules), args.target), flush=True)
     cache = DiskCache(default_cache_root() / "cubin", _CUBIN_CACHE_BYTES)
     progress = progress_printer(len(schedules), sys.stderr)
     results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,

@@ -9,11 +9,11 @@ import pytest
 
 from compiler.backends import get_runner
 from compiler.backends.ptxas_report import ResourceUsage
-from compiler.codegen import render_cuda
 from compiler.device import device_preset
 from compiler.ir import blockIdx, f32, if_, kernel, lower, threadIdx, while_
 from compiler.mapping import spatial
 from compiler.ops.base import TensorSpec
+from compiler.program import Program
 from compiler.source import KernelSource
 from search.trial import TrialStatus
 from search.verify import check_schedule, check_schedules, resource_problem
@@ -34,8 +34,9 @@ class Scale:
     def __init__(self) -> None:
         self.references = 0
 
-    def build(self, spec: object, schedule: Flavour) -> KernelSource:
-        with kernel("scale", block=128, grid=-(-N // 128)) as k:
+    def build(self, spec: object, schedule: Flavour) -> Program:
+        # The syntax error is written into this kernel's text by ``_syntax_error``.
+        with kernel("scale_syntax" if schedule.kind == "syntax" else "scale", block=128, grid=-(-N // 128)) as k:
             x = k.tensor("x", f32, (N,), const=schedule.kind != "scribble")
             y = k.tensor("y", f32, (N,))
             for (i,) in spatial(128).on(threadIdx.x):
@@ -49,11 +50,7 @@ class Scale:
                 if schedule.kind == "hang":
                     with while_(index >= 0):
                         y[index] = x[index]
-        source = render_cuda(lower(k.kernel))
-        if schedule.kind == "syntax":
-            source = KernelSource(source.entry, source.source.replace(";", " oops;", 1), source.grid,
-                                  source.block, source.params, source.shared_bytes)
-        return source
+        return Program.single(lower(k.kernel))
 
     def inputs(self, spec: object, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"x": rng.standard_normal(N).astype(np.float32)}
@@ -64,6 +61,11 @@ class Scale:
     def reference(self, spec: object, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.references += 1
         return {"y": inputs["x"].astype(np.float64) * 2.0}
+
+
+@pytest.fixture(autouse=True)
+def _syntax_error(rewrite_cuda) -> None:
+    rewrite_cuda({"scale_syntax": lambda text: text.replace(";", " oops;", 1)})
 
 
 def check(kind: str, **options):

@@ -12,7 +12,7 @@ from compiler.backends import get_runner
 from compiler.codegen.names import CodegenError
 from compiler.device import device_preset
 from compiler.ops.base import TensorSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import EmptySpaceError, ScheduleDoesNotFitError
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedule, check_schedules, summarize
@@ -34,7 +34,7 @@ class Refuser:
 
     name = "refuser"
 
-    def build(self, spec: object, schedule: Raising) -> KernelSource:
+    def build(self, spec: object, schedule: Raising) -> Program:
         if schedule.error == "value":
             raise ValueError("a template bug that happens to be a ValueError")
         if schedule.error == "codegen":

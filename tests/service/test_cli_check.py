@@ -63,8 +63,16 @@ def test_a_bad_sample_size_exits_2(capsys: Capture) -> None:
 def test_the_gpu_backend_without_a_gpu_says_why(capsys: Capture) -> None:
     if get_runner("cuda").unavailable_reason() is None:
         pytest.skip("this machine has a GPU")
-    assert main(["check", "--spec", '{"op": "matmul", "m": 8, "n": 8, "k": 8}', "--device", "cuda"]) == 2
-    assert "device 'cuda' cannot run kernels here: no GPU" in capsys.readouterr().err
+    assert main(["check", "--spec", '{"op": "matmul", "m": 8, "n": 8, "k": 8}', "--target", "cuda"]) == 2
+    assert "target 'cuda' cannot run kernels here: no GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--target", "--device"])
+def test_the_target_flag_and_its_deprecated_spelling_pick_the_backend(flag: str, capsys: Capture) -> None:
+    assert main(["check", "--spec", SPEC, "--sample", "1", flag, "emu"]) == 0
+    captured = capsys.readouterr()
+    assert "checking 1 on emu" in captured.out
+    assert ("--device is deprecated; use --target emu" in captured.err) == (flag == "--device")
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [

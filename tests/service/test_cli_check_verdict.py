@@ -14,7 +14,7 @@ from compiler.device import DeviceSpec
 from compiler.ops import operators
 from compiler.ops.base import TensorSpec
 from compiler.ops.spec import OpSpec
-from compiler.source import KernelSource
+from compiler.program import Program
 from compiler.space import EmptySpaceError, Param, ScheduleDoesNotFitError, Space
 from service.cli import main
 
@@ -41,7 +41,7 @@ class Refuser:
             raise EmptySpaceError("refuser: x has more elements than 32-bit indices reach")
         return Space("refuser", (Param("index", (0, 1, 2)),), lambda p: Pick(**p))
 
-    def build(self, spec: RefuserSpec, schedule: Pick) -> KernelSource:
+    def build(self, spec: RefuserSpec, schedule: Pick) -> Program:
         if spec.error == "value":
             raise ValueError(f"template bug in schedule {schedule.index}")
         raise ScheduleDoesNotFitError("block tile does not divide the rows")

@@ -9,7 +9,7 @@ import pytest
 
 from compiler.backends import BACKENDS
 from service.cli import build_parser, main
-from service.cli.args.check import DEVICE_NAMES
+from service.cli.args.check import TARGET_NAMES
 
 HEAVY = ("numpy", "sqlalchemy", "alembic", "optuna", "cuda", "pydantic", "fastapi")
 
@@ -37,7 +37,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_device_choices_are_the_backends() -> None:
-    assert set(DEVICE_NAMES) == set(BACKENDS)
+    assert set(TARGET_NAMES) == set(BACKENDS)
 
 
 def test_gpu_names_are_case_insensitive() -> None:

@@ -11,6 +11,7 @@ plain build computes the outputs. A grid no larger than that sample runs only th
 from __future__ import annotations
 
 import itertools
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,8 +25,8 @@ from compiler.backends.emu import (
     compile_kernel,
     run,
 )
-from compiler.backends.emu.build import toolchain_problem
-from compiler.backends.errors import KernelRunError, KernelTimeoutError
+from compiler.backends.emu.build import compile_flags, toolchain_digest, toolchain_problem
+from compiler.backends.errors import BackendUnavailableError, KernelRunError, KernelTimeoutError
 from compiler.source import KernelSource
 
 
@@ -74,6 +75,18 @@ class EmuRunner:
 
     def unavailable_reason(self) -> str | None:
         return toolchain_problem(self._config())
+
+    def fingerprint(self) -> dict[str, str]:
+        """What decides the emulator's builds, for cache keys: its own sources, the host compiler's
+        version and the kernel flags (include paths left out: they name where warpmap is installed)."""
+        cfg = self._config()
+        problem = toolchain_problem(cfg)
+        if problem is not None:
+            raise BackendUnavailableError(problem)
+        version = subprocess.run([cfg.cxx, "--version"], capture_output=True, text=True, timeout=30, check=False)
+        flags = [f for f in compile_flags(cfg, detect_races=False) if not f.startswith("-I")]
+        return {"target": self.name, "emulator": toolchain_digest(), "cxx": version.stdout.splitlines()[0],
+                "flags": " ".join(flags)}
 
     def prepare(self, kernel: KernelSource) -> None:
         cfg = self._config()

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from compiler.device import DEVICES
 
-#: Names of the backends; ``compiler.backends.BACKENDS`` maps them to modules (a test keeps them equal).
-DEVICE_NAMES = ("cuda", "emu")
+#: Names of the targets; ``compiler.backends.BACKENDS`` maps them to modules (a test keeps them equal).
+TARGET_NAMES = ("cuda", "emu")
+
+
+class _DeprecatedTarget(argparse.Action):
+    """``--device NAME``: the old spelling of ``--target NAME``, still accepted, with a warning."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        print(f"warpmap check: {option_string} is deprecated; use --target {values}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 #: The preset whose limits shape a space when ``--gpu`` is not given and this machine has no GPU.
 DEFAULT_GPU = "h200"
 
@@ -17,7 +29,7 @@ def register(subparsers: Any) -> None:
         "check",
         help="verify a schedule space against numpy",
         description="Build the schedules of an operator's space (all, or a seeded sample), run each on the "
-        "device with random inputs and compare with the numpy reference. Exits 1 if any schedule fails.",
+        "target with random inputs and compare with the numpy reference. Exits 1 if any schedule fails.",
         epilog="`warpmap ops` lists the operators with their spec fields, bounds and an example spec; "
         "`warpmap ops NAME` shows one.",
     )
@@ -28,7 +40,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sample", type=int, metavar="N", help="check a seeded sample of N schedules")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed for the sample and the inputs, 0 or more (default 0)")
-    parser.add_argument("--device", default="emu", choices=DEVICE_NAMES, help="where kernels run (default emu)")
+    parser.add_argument("--target", default="emu", choices=TARGET_NAMES,
+                        help="where kernels compile and run: emu (the CUDA emulator, correctness only) or cuda "
+                        "(default emu)")
+    parser.add_argument("--device", dest="target", choices=TARGET_NAMES, action=_DeprecatedTarget,
+                        help="deprecated spelling of --target")
     parser.add_argument("--gpu", type=str.lower, choices=sorted(DEVICES),
                         help="preset GPU whose limits shape the space, any case (default: this machine's "
                         f"GPU, read from the driver; {DEFAULT_GPU} without one)")

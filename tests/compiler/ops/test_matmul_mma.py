@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.backends import emu, get_runner
+from compiler.codegen import render_program
 from compiler.device import DEVICES, DeviceSpec
 from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
 from compiler.ops.gemm_mma import STATIC_SHARED_LIMIT, MmaSchedule, shared_bytes
@@ -65,11 +66,11 @@ def test_layouts_and_copy_widths_on_a_seeded_sample(m: int, n: int, k: int, layo
 
 def test_copy_width_follows_row_alignment() -> None:
     spec = MatmulSpec(m=72, n=40, k=96, dtype="float16", layout_a="row", layout_b="row")
-    source = build(spec, MmaSchedule(64, 64, 32, 32, 32, 2)).source
+    source = render_program(build(spec, MmaSchedule(64, 64, 32, 32, 32, 2)))[0].source
     assert "wm_cp_async_16(" in source and "wm_cp_async_4(" not in source
     assert "wm_ldmatrix_x4(" in source and "wm_ldmatrix_x4_trans(" in source  # row B is n-contiguous
     assert "reinterpret_cast<__half2*>(c" in source  # an even N stores C in f16 pairs
-    odd = build(spec.model_copy(update={"k": 83}), MmaSchedule(64, 64, 32, 32, 32, 2)).source
+    odd = render_program(build(spec.model_copy(update={"k": 83}), MmaSchedule(64, 64, 32, 32, 32, 2)))[0].source
     assert "wm_cp_async_4(" not in odd and "wm_cp_async_16(" in odd  # A falls back to element loads; B stays wide
     assert [copy_width(e) for e in (8, 12, 6, 7)] == [8, 4, 2, 1]
 
@@ -78,7 +79,7 @@ def test_copy_width_follows_row_alignment() -> None:
 def test_bf16_output_is_stored_in_pairs_when_rows_allow(n: int, pair: bool) -> None:
     spec = MatmulSpec(m=33, n=n, k=40, dtype="bfloat16")
     schedule = MmaSchedule(64, 64, 32, 32, 32, 2)
-    source = build(spec, schedule).source
+    source = render_program(build(spec, schedule))[0].source
     assert ("*reinterpret_cast<__nv_bfloat162*>(c" in source) is pair
     assert ("__floats2bfloat162_rn(" in source) is pair
     (result,) = check_all(spec, [schedule])
@@ -88,7 +89,7 @@ def test_bf16_output_is_stored_in_pairs_when_rows_allow(n: int, pair: bool) -> N
 def test_a_deep_pipeline_uses_dynamic_shared_memory() -> None:
     schedule = MmaSchedule(block_m=128, block_n=128, block_k=64, warp_m=64, warp_n=64, stages=4)
     spec = MatmulSpec(m=130, n=70, k=200, dtype="float16", layout_a="col", layout_b="col")
-    kernel = build(spec, schedule)
+    kernel = render_program(build(spec, schedule))[0]
     assert kernel.shared_bytes == shared_bytes(schedule, False, True) > STATIC_SHARED_LIMIT
     inputs = matmul_inputs(spec, np.random.default_rng(3))
     c = poisoned(spec.c_shape, spec.dtype)
@@ -154,5 +155,5 @@ def test_the_pipeline_has_no_shared_memory_races(layout_a: str, layout_b: str, s
     spec = MatmulSpec(m=70, n=60, k=168, dtype="float16", layout_a=layout_a, layout_b=layout_b)
     inputs = matmul_inputs(spec, np.random.default_rng(5))
     c = poisoned(spec.c_shape, spec.dtype)
-    emu.run(build(spec, schedule), [inputs["a"], inputs["b"], c], detect_races=True)
+    emu.run(render_program(build(spec, schedule))[0], [inputs["a"], inputs["b"], c], detect_races=True)
     assert relative_error(from_storage(c, spec.dtype), matmul_reference(spec, inputs)["c"]) <= TOLERANCE["float16"]

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.backends import emu, get_runner
+from compiler.codegen import render_program
 from compiler.device import DEVICES, DeviceSpec
 from compiler.ops import matmul_simt
 from compiler.ops.gemm_simt import SimtTile, load_mapping
@@ -66,8 +67,8 @@ def test_vector_loads_at_aligned_ragged_shapes(layout_a: str, layout_b: str) -> 
     for schedule in picks:
         result = check(spec, schedule, seed=7)
         assert_passes(result)
-        assert result.kernel is not None
-        assert ("float4" in result.kernel.source) == (schedule.vector == 4)
+        assert len(result.kernels) == 1
+        assert ("float4" in result.kernels[0].source) == (schedule.vector == 4)
 
 
 @pytest.mark.parametrize(("layout_a", "schedule"), [
@@ -76,9 +77,10 @@ def test_vector_loads_at_aligned_ragged_shapes(layout_a: str, layout_b: str) -> 
 ])
 def test_double_buffering_is_race_free(layout_a: str, schedule: SimtSchedule) -> None:
     spec = MatmulSpec(**ALIGNED, layout_a=layout_a)
-    kernel = build(spec, schedule)
+    program = build(spec, schedule)
+    (kernel,) = render_program(program)
     oracle = Oracle(OPERATOR, spec, seed=3)
-    args, outputs = oracle.arguments(kernel)
+    (args,), outputs = oracle.arguments(program)
     emu.run(kernel, args, detect_races=True)  # raises SharedMemoryRaceError on a missing barrier
     error, _ = oracle.worst_error(outputs)
     assert error <= 1e-5
@@ -139,7 +141,7 @@ def test_vector_4_without_an_aligned_operand_is_a_duplicate_at_level2_only() -> 
     assert level2.rejected["vector=4 with no operand divisible by 4 duplicates vector=1"] > 0
     level1 = space(spec, H200, 1).candidates()
     assert level1 and all(s.vector == 4 for s in level1)  # asks for 16 bytes, falls back to scalar loads
-    assert "float4" not in build(spec, level1[0]).source
+    assert "float4" not in render_program(build(spec, level1[0]))[0].source
 
 
 def test_operand_vectors_follow_the_contiguous_extent() -> None:
@@ -205,7 +207,7 @@ def test_other_dtypes_and_levels_are_refused() -> None:
 def test_kernel_launch_and_structure() -> None:
     spec = MatmulSpec(m=100, n=70, k=50, batch=3, layout_b="col")
     schedule = SimtSchedule(2, 2, 2, 1, 4, 4, 4, 16, 1)  # a 64 x 64 block tile of 128 threads
-    kernel = build(spec, schedule)
+    kernel = render_program(build(spec, schedule))[0]
     assert kernel.grid == (2 * 2, 1, 3) and kernel.block == (128, 1, 1) and kernel.shared_bytes == 0
     assert [p.name for p in kernel.params] == ["a", "b", "c"]
     text = kernel.source

@@ -137,9 +137,15 @@ def test_bad_specs_name_the_problem(fields, message):
 
 def test_space_levels_and_named_constraints():
     strided = OPERATOR.space(ReduceSpec(shape=[5, 37, 9], axis=1, kind="sum"), H200, 1).enumerate()
-    assert len(strided.valid) == 16 and all(s.vector == 1 for s in strided.valid)
+    assert len(strided.valid) == 20 and all(s.vector == 1 for s in strided.valid)
+    # 45 outputs leave SMs idle: the 4 schedules whose 8 parts each get a step of the 37 are split
+    assert sorted(s.parts * s.step for s in strided.valid if s.parts > 1) == [32] * 4
     contiguous = OPERATOR.space(ReduceSpec(shape=[5, 37, 9], axis=2, kind="sum"), H200, 1).enumerate()
-    assert contiguous.rejected == {"reduced extent divisible by vector": 16}
+    assert contiguous.rejected == {
+        "reduced extent divisible by vector": 32,
+        "parts > 1 only when the outputs fill fewer blocks than 132 SMs": 8,
+        "parts > 1 only when each part has a step of the reduced axis": 8,
+    }
     half = OPERATOR.space(ReduceSpec(shape=[4, 64], axis=1, kind="sum", dtype="float16"), H200, 1).candidates()
     assert {s.vector for s in half} == {1, 2}
     level2 = OPERATOR.space(ReduceSpec(shape=[64, 4096], axis=1, kind="sum"), H200, 2).enumerate()

@@ -11,34 +11,38 @@ import pytest
 
 from compiler.backends import get_runner
 from compiler.device import device_preset
+from compiler.ir import blockIdx, else_, f32, if_, kernel, let, lower, shared, sync_threads, threadIdx
 from compiler.ops.base import TensorSpec
-from compiler.source import KernelSource, Param
+from compiler.program import Program
 from search.trial import TrialStatus
 from search.verify import check_schedule
-
-# Each thread stages x[i] and then reads its left neighbour's slot. The fibers of a block run in
-# thread order, so without the barrier the neighbour has always written first: right numbers, by luck.
-SHIFT = r"""
-extern "C" __global__ void shift(const float* __restrict__ x, float* __restrict__ y) {
-  __shared__ float s[128];
-  const int t = threadIdx.x, i = blockIdx.x * 128 + t;
-  s[t] = x[i];
-  BARRIER
-  y[i] = t > 0 ? s[t - 1] : x[i];
-}
-"""
 
 
 class Shift:
     """y[i] = x[i - 1] within each block of 128 (y[i] = x[i] at a block's first element); the spec is
-    the number of blocks."""
+    the number of blocks.
+
+    Each thread stages x[i] and then reads its left neighbour's slot. The fibers of a block run in
+    thread order, so without the barrier the neighbour has always written first: right numbers, by luck.
+    """
 
     name = "shift"
 
-    def build(self, spec: int, schedule: str) -> KernelSource:
-        barrier = "__syncthreads();" if schedule == "barrier" else ""
-        return KernelSource("shift", SHIFT.replace("BARRIER", barrier), (spec, 1, 1), (128, 1, 1),
-                            (Param("x", "float32"), Param("y", "float32")))
+    def build(self, spec: int, schedule: str) -> Program:
+        with kernel("shift", block=128, grid=spec) as k:
+            x = k.tensor("x", f32, (spec * 128,), const=True)
+            y = k.tensor("y", f32, (spec * 128,))
+            s = shared("s", f32, (128,))
+            t = threadIdx.x
+            i = let("i", blockIdx.x * 128 + t)
+            s[t] = x[i]
+            if schedule == "barrier":
+                sync_threads()
+            with if_(t > 0):
+                y[i] = s[t - 1]
+            with else_():
+                y[i] = x[i]
+        return Program.single(lower(k.kernel))
 
     def inputs(self, spec: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"x": rng.standard_normal(spec * 128).astype(np.float32)}

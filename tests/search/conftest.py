@@ -1,0 +1,35 @@
+"""Hand-written CUDA in verification tests: bugs the kernel IR cannot express (an uninitialised
+accumulator, a 16-bit index, a syntax error) still go through ``search.verify`` unchanged otherwise.
+
+A test operator builds a program of ordinary IR kernels (their parameters and launch shapes are what
+the runner sees); the ``rewrite_cuda`` fixture makes verification render the kernels it names with
+their text rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import pytest
+
+import search.verify
+from compiler.codegen import render_program
+from compiler.program import Program
+from compiler.source import KernelSource
+
+#: Kernel name -> how to rewrite its rendered CUDA text.
+Rewrites = Mapping[str, Callable[[str], str]]
+
+
+@pytest.fixture
+def rewrite_cuda(monkeypatch: pytest.MonkeyPatch) -> Callable[[Rewrites], None]:
+    return lambda rewrites: _patch(monkeypatch, rewrites)
+
+
+def _patch(monkeypatch: pytest.MonkeyPatch, rewrites: Rewrites) -> None:
+    def render(program: Program) -> tuple[KernelSource, ...]:
+        return tuple(replace(s, source=rewrites[s.entry](s.source)) if s.entry in rewrites else s
+                     for s in render_program(program))
+
+    monkeypatch.setattr(search.verify, "render_program", render)
