@@ -68,6 +68,8 @@ def assign_names(kernel: Kernel) -> Names:
         taken.add(name)
         return name
 
+    if kernel.name in RESERVED:
+        raise CodegenError(f"kernel name {kernel.name!r} is reserved in the generated source")
     for param in kernel.params:
         if param.name in taken:
             raise CodegenError(f"kernel {kernel.name}: parameter name {param.name!r} is reserved")
