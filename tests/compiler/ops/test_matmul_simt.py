@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.backends import emu, get_runner
+from compiler.backends import emu, get_target
 from compiler.codegen import render_program
 from compiler.device import DEVICES, DeviceSpec
 from compiler.ops import matmul_simt
@@ -28,7 +28,7 @@ LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 
 
 def check(spec: MatmulSpec, schedule: SimtSchedule, seed: int = 0) -> CheckResult:
-    return check_schedule(OPERATOR, spec, schedule, runner=get_runner("emu"), device=H200, seed=seed)
+    return check_schedule(OPERATOR, spec, schedule, target=get_target("emu", gpu=H200), seed=seed)
 
 
 def assert_passes(result: CheckResult) -> None:
