@@ -26,9 +26,10 @@ from service.cli.table import format_table
 
 #: Seconds per schedule with the default 2 jobs, before any has been measured. emu: the 3,648
 #: schedules of a level-2 512^3 f32 matmul took about 45 minutes on two cores; cuda: two NVRTC
-#: compiles (sm_80, sm_90) of about 230 ms CPU each, over two jobs. Progress lines re-estimate from
-#: the measured pace.
-ROUGH_SECONDS_PER_SCHEDULE = {"emu": 0.75, "cuda": 0.25, "cpu": 1.0}
+#: compiles (sm_80, sm_90) of about 230 ms CPU each, over two jobs; cpu: one g++ -O3 build per launch,
+#: about 330 ms for the example host matmul (median of 5 cold builds at load average 4.7), over two jobs.
+#: Progress lines re-estimate from the measured pace.
+ROUGH_SECONDS_PER_SCHEDULE = {"emu": 0.75, "cuda": 0.25, "cpu": 0.25}
 #: Above this estimate, the header suggests ``--sample``.
 LONG_CHECK_S = 600.0
 
