@@ -32,6 +32,7 @@ from compiler.backends.timing import Protocol, Samples, measure_each
 from compiler.device import DeviceSpec, gpu_device
 from compiler.diskcache import DiskCache, default_cache_root
 from compiler.numeric import poisoned
+from compiler.program import Program
 from compiler.source import KernelSource
 from compiler.toolchain import detect_gpus
 
@@ -101,7 +102,7 @@ class CudaTarget:
         return {"target": self.name, "nvrtc": ".".join(map(str, nvrtc_version())), "device": device.name,
                 "arch": device.arch, "driver": gpus.driver_version or "unknown"}
 
-    def compile(self, program: Any) -> Artifact | CompileFailure:
+    def compile(self, program: Program) -> Artifact | CompileFailure:
         sources = cuda_build.render(program)
         if isinstance(sources, CompileFailure):
             return sources

@@ -173,14 +173,13 @@ def space_device(gpu: str | None, api: Any = None) -> DeviceSpec:
 
 
 def check_target(name: str, gpu: str | None) -> Target:
-    """The target ``--target`` names: a CUDA target shaped by :func:`space_device`, or the cpu (``--gpu``
-    does not apply to it). A CliError says why a target cannot run here."""
-    if name == "cpu":
-        if gpu is not None:
-            raise CliError("--gpu applies to the emu and cuda targets, not to --target cpu")
-        target = get_target(name)
-    else:
+    """The target ``--target`` names; one that runs the CUDA templates gets the limits of
+    :func:`space_device` (``--gpu`` applies to no other). A CliError says why a target cannot run here."""
+    target = get_target(name)
+    if target.template_target == "cuda":
         target = get_target(name, gpu=space_device(gpu))
+    elif gpu is not None:
+        raise CliError(f"--gpu applies to the targets of the CUDA templates (emu, cuda), not to --target {name}")
     reason = target.unavailable_reason()
     if reason is not None:
         raise CliError(f"target {name!r} cannot run kernels here: {reason}")

@@ -146,7 +146,8 @@ class EmuTarget:
         return Loaded(artifact, poison_workspaces(artifact.program))
 
     def run(self, loaded: Loaded, buffers: Mapping[str, np.ndarray], *, timeout_s: float) -> None:
-        loaded.workspaces.update(poison_workspaces(loaded.artifact.program))
+        for name, fresh in poison_workspaces(loaded.artifact.program).items():
+            np.copyto(loaded.workspaces[name], fresh)
         program, cfg = loaded.artifact.program, self._config()
         launch_args = launch_arguments(program, program_buffers(loaded, buffers))
         # Launches run in order on the same buffers: each sees what the ones before it wrote.

@@ -78,7 +78,7 @@ def test_warpmap_check_on_the_cpu_fails_a_wrong_kernel(rowsum, capsys: Capture) 
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--gpu", "h200"], "--gpu applies to the emu and cuda targets, not to --target cpu"),
+    (["--gpu", "h200"], "--gpu applies to the targets of the CUDA templates (emu, cuda), not to --target cpu"),
     (["--spec", '{"op": "rowsum", "rows": 5, "cols": 3, "dtype": "float16"}'],
      "no rowsum template for dtype 'float16' on target 'cpu'; that target has dtypes float32"),
 ])
