@@ -17,6 +17,7 @@ from compiler.ops.gemm_simt import SimtTile, load_mapping
 from compiler.ops.matmul import OPERATOR
 from compiler.ops.matmul_simt import SimtSchedule, build, operand_vectors, space
 from compiler.ops.matmul_spec import MatmulSpec
+from compiler.program import launch_arguments
 from search.trial import TrialStatus
 from search.verify import CheckResult, Oracle, check_schedule
 
@@ -80,7 +81,8 @@ def test_double_buffering_is_race_free(layout_a: str, schedule: SimtSchedule) ->
     program = build(spec, schedule)
     (kernel,) = render_program(program)
     oracle = Oracle(OPERATOR, spec, seed=3)
-    (args,), outputs = oracle.arguments(program)
+    buffers, outputs = oracle.arguments(program)
+    (args,) = launch_arguments(program, buffers)
     emu.run(kernel, args, detect_races=True)  # raises SharedMemoryRaceError on a missing barrier
     error, _ = oracle.worst_error(outputs)
     assert error <= 1e-5

@@ -10,6 +10,7 @@ import pytest
 from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.ops.reduce import OPERATOR, ReduceSchedule, ReduceSpec
+from compiler.program import launch_arguments
 from search.trial import TrialStatus
 from search.verify import Oracle, check_schedule
 from service.cli import main as cli_main
@@ -51,8 +52,12 @@ def test_the_workspace_is_poisoned_and_shared_by_both_launches() -> None:
     program = OPERATOR.build(spec, _schedule(spec, 4), "cuda")
     (workspace,) = program.workspaces
     assert (workspace.shape, workspace.dtype) == ((4, 3), "float32")
-    (_, partials), (partials_again, y) = Oracle(OPERATOR, spec).arguments(program)[0]
-    assert partials is partials_again
+    buffers, outputs = Oracle(OPERATOR, spec).arguments(program)
+    target = get_target("emu", gpu=H200)
+    loaded = target.load(target.compile(program))
+    (_, partials), (partials_again, y) = launch_arguments(program, {**loaded.workspaces, **buffers})
+    assert partials is partials_again is loaded.workspaces[workspace.name]
+    assert y is outputs["y"]
     assert np.isnan(partials).all() and np.isnan(y).all()  # a partial or output never written fails
 
 
