@@ -43,14 +43,18 @@ def largest_offset(shape: tuple[int, ...], strides: tuple[int, ...], overshoot: 
 
 
 def index_type_for(shape: tuple[int, ...], strides: tuple[int, ...], overshoot: int = OVERSHOOT) -> DataType:
-    """``i32`` if every offset of ``largest_offset``, and every stride, fits an ``int``; else ``i64``.
+    """``i32`` if every offset of ``largest_offset``, every stride and every extent fits an ``int``; else ``i64``.
 
     >>> index_type_for((1024, 1024), (1024, 1)), index_type_for((65536, 65536), (65536, 1))
     (i32, i64)
+    >>> index_type_for((2**31,), (1,), overshoot=0)  # the last offset fits; the extent, a bound, does not
+    i64
     """
     high = integer_range(i32)[1]
-    # Every stride is a literal of the index type too (a batch-1 tensor's batch stride included).
-    fits = largest_offset(shape, strides, overshoot) <= high and all(abs(s) <= high for s in strides)
+    # Every stride and extent is a literal of the index type too (a batch-1 tensor's batch stride, the
+    # bound a guard compares a coordinate with).
+    fits = (largest_offset(shape, strides, overshoot) <= high and all(abs(s) <= high for s in strides)
+            and all(abs(extent) <= high for extent in shape))
     return i32 if fits else i64
 
 
