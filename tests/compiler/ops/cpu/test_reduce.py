@@ -90,3 +90,14 @@ def test_16_bit_inputs_are_refused_with_the_dtype_named() -> None:
         template.space(spec, DEVICE, 1)
     with pytest.raises(ValueError, match="unknown space level 0"):
         template.space(ReduceSpec(shape=[4, 8], axis=1, kind="sum"), DEVICE, 0)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((3, 4 * L + 1), 1), ((5, 33, 2 * L + 3), 1), ((L + 1,), 0)], ids=str)
+def test_every_level2_schedule_builds_a_valid_program(shape, axis: int) -> None:
+    spec = ReduceSpec(shape=list(shape), axis=axis, kind="sum")
+    schedules = template.space(spec, DEVICE, 2).candidates()
+    assert len(schedules) >= 20
+    for schedule in schedules:
+        program = template.build(spec, schedule)
+        assert program.arguments == ("x", "y")
+        assert len(program.launches) == (2 if program.workspaces else 1)

@@ -73,3 +73,10 @@ def test_level1_is_small_and_a_bad_level_is_an_error() -> None:
     assert 2 <= len(LEVEL1) <= 30
     with pytest.raises(ValueError, match="unknown space level 3"):
         template.space(SoftmaxSpec(rows=2, cols=8), DEVICE, 3)
+
+
+def test_every_level2_schedule_builds_a_valid_program() -> None:
+    spec = SoftmaxSpec(rows=9, cols=3 * DEVICE.f32_lanes + 1)
+    for schedule in template.space(spec, DEVICE, 2).candidates():
+        program = template.build(spec, schedule)
+        assert program.arguments == ("x", "y") and len(program.launches) == 1
