@@ -53,6 +53,7 @@ from compiler.codegen.names import CodegenError, Names, assign_names
 from compiler.codegen.statements import INDENT, StmtRenderer
 from compiler.ir.expr import Call, Expr, Lane, MakeVector, VectorLoad
 from compiler.ir.hoist import hoist_thread_invariants
+from compiler.ir.intrinsics import BITCASTS
 from compiler.ir.kernel import Kernel
 from compiler.ir.rewrite import walk
 from compiler.ir.stmt import DeclareBuffer, Stmt, Sync, VectorStore
@@ -98,6 +99,7 @@ HOST = Dialect(
         "min": "std::min", "max": "std::max", "fmin": "fminf", "fmax": "fmaxf", "abs": "fabsf",
         "exp": "expf", "exp2": "exp2f", "fast_exp": "expf", "log": "logf", "sqrt": "sqrtf",
         "rsqrt": "wm_rsqrtf", "fast_div": "wm_divf", "fma": "fmaf",
+        **{name: "wm_" + name for name in BITCASTS.values()},
     }),
     conversions=MappingProxyType({}),
     type_headers=MappingProxyType({}),
@@ -108,6 +110,14 @@ HOST = Dialect(
 """The host C++ spelling. The barrier and shared-memory fields are never rendered (``check_host``
 refuses those constructs first); they say so should one ever reach the text."""
 
+_C_TYPES = {"f32": "float", "i32": "int", "u32": "unsigned int"}
+#: Bit reinterpretations as inline functions: a memcpy of 4 bytes, which g++ turns into a register move
+#: (or nothing, in vector code) and which, unlike a pointer cast, is defined C++.
+_BITCAST_PRELUDE = tuple(
+    f"inline {_C_TYPES[b]} wm_{name}({_C_TYPES[a]} x) {{ {_C_TYPES[b]} r; __builtin_memcpy(&r, &x, 4); return r; }}"
+    for (a, b), name in BITCASTS.items()
+)
+
 _PRELUDE = (
     "#include <algorithm>",
     "#include <cmath>",
@@ -115,6 +125,7 @@ _PRELUDE = (
     "namespace {",
     "inline float wm_rsqrtf(float x) { return 1.0f / sqrtf(x); }",
     "inline float wm_divf(float a, float b) { return a / b; }",
+    *_BITCAST_PRELUDE,
     "}  // namespace",
     "",
 )

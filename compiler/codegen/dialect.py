@@ -87,6 +87,8 @@ CUDA = Dialect(
         shfl_up="__shfl_up_sync", atomic_add="atomicAdd", atomic_max="atomicMax",
         floats_to_half2="__floats2half2_rn", floats_to_bfloat162="__floats2bfloat162_rn",
         half2_to_floats="__half22float2",
+        bitcast_f32_i32="__float_as_int", bitcast_f32_u32="__float_as_uint",
+        bitcast_i32_f32="__int_as_float", bitcast_u32_f32="__uint_as_float",
     ),
     conversions=_frozen(**{
         "f32->f16": "__float2half_rn", "f16->f32": "__half2float",

@@ -146,7 +146,16 @@ def _eval(expr: Expr, state: _State) -> Any:
     if isinstance(expr, Call) and expr.func in ("min", "max", "fmin", "fmax"):
         args = [_eval(a, state) for a in expr.args]
         return min(args) if expr.func in ("min", "fmin") else max(args)
+    if isinstance(expr, Call) and expr.func.startswith("bitcast_"):
+        return _bitcast(expr, _eval(expr.args[0], state))
     raise NotImplementedError(f"the reference interpreter does not evaluate {expr!r}")
+
+
+def _bitcast(expr: Call, value: Any) -> Any:
+    """The bits of ``value`` (of the argument's type) read as ``expr.type``, through numpy's view."""
+    source = expr.args[0].type
+    assert isinstance(source, DataType) and isinstance(expr.type, DataType)
+    return np.array(value, dtype=source.dtype).view(expr.type.dtype).item()
 
 
 def integer_binary(op: str, a: int, b: int, dtype: DataType) -> Any:

@@ -211,3 +211,24 @@ def extern_call(func: str, *args: Any, returns: Type = void, header: str = PRIMS
                 template_args: tuple[int, ...] = ()) -> Call:
     """A call of a device function declared in ``header`` (by default the ``wm_*`` wrappers)."""
     return Call(func, tuple(as_expr(a) for a in args), returns, header, template_args)
+
+
+#: Bit reinterpretations between 4-byte scalars: (from, to) -> the abstract function name.
+BITCASTS = {
+    ("f32", "i32"): "bitcast_f32_i32", ("f32", "u32"): "bitcast_f32_u32",
+    ("i32", "f32"): "bitcast_i32_f32", ("u32", "f32"): "bitcast_u32_f32",
+}
+
+
+def bitcast(value: Any, dtype: DataType) -> Expr:
+    """The bits of an f32 read as an i32 or u32, or the other way round (``__float_as_int(x)`` ...).
+
+    No value is converted: ``bitcast(1.0, i32)`` is ``0x3F800000``. Exponent tricks (building ``2**n``
+    from ``(n + 127) << 23``) need it; ``cast`` converts values instead.
+    """
+    expr = as_expr(value, f32 if dtype != f32 else None)
+    key = (getattr(expr.type, "name", None), dtype.name)
+    if key not in BITCASTS:
+        known = ", ".join(f"{a}->{b}" for a, b in BITCASTS)
+        raise TypeError(f"bitcast of {expr!r} from {expr.type} to {dtype}: only {known}")
+    return Call(BITCASTS[key], (expr,), dtype)
