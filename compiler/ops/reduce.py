@@ -57,7 +57,7 @@ from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allreduce, load_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
-from compiler.ops.templated import Template, TemplatedOperator, Workload
+from compiler.ops.templated import LazyTemplate, Template, TemplatedOperator, Workload
 from compiler.program import Launch, Program, Workspace
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
@@ -323,5 +323,8 @@ OPERATOR = TemplatedOperator(
     name="reduce",
     spec_model=ReduceSpec,
     workload=Workload(reduce_inputs, reduce_outputs, reduce_reference, reduce_flops, reduce_min_bytes),
-    templates=MappingProxyType(dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE)),
+    templates=MappingProxyType({
+        **dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE),
+        ("cpu", "float32"): LazyTemplate("compiler.ops.cpu.reduce"),
+    }),
 )

@@ -55,7 +55,7 @@ from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
 from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, load_values, store_values
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
-from compiler.ops.templated import Template, TemplatedOperator, Workload
+from compiler.ops.templated import LazyTemplate, Template, TemplatedOperator, Workload
 from compiler.program import Program
 from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
 
@@ -274,5 +274,8 @@ OPERATOR = TemplatedOperator(
     name="softmax",
     spec_model=SoftmaxSpec,
     workload=Workload(softmax_inputs, softmax_outputs, softmax_reference, softmax_flops, softmax_min_bytes),
-    templates=MappingProxyType(dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE)),
+    templates=MappingProxyType({
+        **dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE),
+        ("cpu", "float32"): LazyTemplate("compiler.ops.cpu.softmax"),
+    }),
 )

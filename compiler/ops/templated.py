@@ -11,6 +11,7 @@ template target from the device it is given (``compiler.device.template_target``
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,28 @@ class Template:
     #: ``space(spec, device, level)``: the device is a DeviceSpec or a CpuDevice, by the template's target.
     space: Callable[[Any, Any, int], Space[Any]]
     build: Callable[[Any, Any], Program]
+
+
+@dataclass(frozen=True)
+class LazyTemplate:
+    """A template module named, imported the first time it is used.
+
+    cpu templates import their operator's spec model from the operator's module, which lists them: naming
+    them here breaks the cycle (and keeps ``warpmap ops`` from loading templates it does not run).
+    """
+
+    module: str
+
+    def _module(self) -> Any:
+        return importlib.import_module(self.module)
+
+    def space(self, spec: Any, device: Any, level: int) -> Space[Any]:
+        space: Space[Any] = self._module().space(spec, device, level)
+        return space
+
+    def build(self, spec: Any, schedule: Any) -> Program:
+        program: Program = self._module().build(spec, schedule)
+        return program
 
 
 @dataclass(frozen=True)
