@@ -98,6 +98,7 @@ HOST = Dialect(
         "min": "std::min", "max": "std::max", "fmin": "fminf", "fmax": "fmaxf", "abs": "fabsf",
         "exp": "expf", "exp2": "exp2f", "fast_exp": "expf", "log": "logf", "sqrt": "sqrtf",
         "rsqrt": "wm_rsqrtf", "fast_div": "wm_divf", "fma": "fmaf",
+        "prefetch": "__builtin_prefetch",
     }),
     conversions=MappingProxyType({}),
     type_headers=MappingProxyType({}),
