@@ -20,7 +20,8 @@ Spelling. Pointers are ``__restrict__``; math is ``<cmath>``'s float functions (
 ``simd`` (``range_(..., simd=True)``: independent iterations) gets ``#pragma omp simd`` instead
 (GCC allows one of the two before a loop). The serial
 thread loop gets none: on the example kernels it measured no faster (their inner work is a call of
-``expf`` or a loop of its own). Loops always start at 0 with step 1, as the IR's ``For`` does.
+``expf`` or a loop of its own). Loops start where the IR's ``For`` says (0 unless given) and step by
+its constant step; ``prefetch`` hints are ``__builtin_prefetch``.
 
 Example::
 
