@@ -111,9 +111,16 @@ def pack_a_kernel(name: str, *, batch: int, m: int, k: int, tile: GemmTile, layo
                     for kk in range_(k, name="kk", simd=True):
                         ap[b, p, kk, r] = 0.0
         else:
-            for kk in range_(k, name="kk"):
-                for r in range_(mr, name="r", simd=True):
-                    ap[b, p, kk, r] = select(r < rows, a[b, kk, p * mr + min_(r, rows - 1)], 0.0)
+            # A whole panel copies contiguous runs; only the last one needs guards (and the
+            # simplifier drops this branch where M is a multiple of MR).
+            with if_(rows == mr):
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        ap[b, p, kk, r] = a[b, kk, p * mr + r]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        _guarded_copy(ap, (b, p, kk, r), r < rows, a, (b, kk, p * mr + r))
     return lower(kb.kernel)
 
 
@@ -129,9 +136,14 @@ def pack_b_kernel(name: str, *, batch: int, k: int, n: int, tile: GemmTile, layo
         q, b = blockIdx.x, blockIdx.y
         cols = let("cols", min_(n - q * nr, nr))
         if layout == "row":
-            for kk in range_(k, name="kk"):
-                for c in range_(nr, name="c", simd=True):
-                    bp[b, q, kk, c] = select(c < cols, src[b, kk, q * nr + min_(c, cols - 1)], 0.0)
+            with if_(cols == nr):
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        bp[b, q, kk, c] = src[b, kk, q * nr + c]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        _guarded_copy(bp, (b, q, kk, c), c < cols, src, (b, kk, q * nr + c))
         else:
             for c in range_(nr, name="c"):
                 with if_(c < cols):
@@ -141,6 +153,15 @@ def pack_b_kernel(name: str, *, batch: int, k: int, n: int, tile: GemmTile, layo
                     for kk in range_(k, name="kk", simd=True):
                         bp[b, q, kk, c] = 0.0
     return lower(kb.kernel)
+
+
+def _guarded_copy(dst: Buffer, at: tuple[Expr | int, ...], inside: Expr, src: Buffer,
+                  source: tuple[Expr | int, ...]) -> None:
+    """``dst[at] = src[source]`` where ``inside``, zero elsewhere (the source is not read there)."""
+    with if_(inside):
+        dst[at] = src[source]
+    with else_():
+        dst[at] = 0.0
 
 
 def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, a_batched: bool,
