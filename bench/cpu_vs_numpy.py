@@ -58,7 +58,8 @@ from compiler.program import Program, launch_arguments
 from compiler.space import schedule_values
 
 Call = Callable[[], object]
-PAUSE_S = 0.05
+#: OpenBLAS's idle threads spin about 2^28 cycles (~0.07 s) after a call before they sleep.
+PAUSE_S = 0.2
 SHAPES = {
     "256": (256, 256, 256), "512": (512, 512, 512), "1024": (1024, 1024, 1024), "2048": (2048, 2048, 2048),
     "bert-qkv": (128, 768, 768), "bert-ffn1": (128, 3072, 768), "bert-ffn2": (128, 768, 3072),

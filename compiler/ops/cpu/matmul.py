@@ -16,7 +16,7 @@ the tuning space, narrowed by the spec (no block larger than the problem needs).
 >>> len(space(spec, avx2, 1).candidates())
 8
 >>> default_schedule(MatmulSpec(m=1024, n=1024, k=1024), avx2)
-GemmTile(mr=6, nr=16, mc=192, kc=512, nc=256, k_unroll=4, prefetch_c=True)
+GemmTile(mr=6, nr=16, mc=114, kc=512, nc=256, k_unroll=4, prefetch_c=True)
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def _levels(lanes: int) -> dict[int, dict[str, tuple[object, ...]]]:
         },
         2: {
             "mr": (4, 6, 8, 12), "nr": (lanes, 2 * lanes, 3 * lanes, 4 * lanes),
-            "mc": (48, 96, 192, 384), "kc": (128, 256, 384, 512, 768),
-            "nc": tuple(lanes * f for f in (6, 12, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
+            "mc": (48, 96, 128, 192, 256, 384), "kc": (128, 256, 384, 512, 768),
+            "nc": tuple(lanes * f for f in (6, 8, 12, 16, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
         },
     }
 
@@ -111,21 +111,36 @@ def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[GemmTile
 
 
 def default_schedule(spec: MatmulSpec, device: CpuDevice) -> GemmTile:
-    """A good tile without tuning: the widest micro-kernel that measured well (two vectors of NR;
-    8 rows with 32 registers, 6 with 16), KC 512 (KC below 256 costs 20-30%), MC 192, and the
-    widest NC up to 256 that gives every core the same number of blocks (or at least four each)."""
+    """A good tile without tuning: two vectors of NR (8 rows with 32 registers, 6 with 16), KC 512
+    (KC below 256 costs 20-30%), and the MC and NC near 192 and 256 that share the blocks most
+    evenly among the cores (the OpenMP grid is split into equal runs of blocks)."""
     _check_spec(spec)
-    lanes = device.f32_lanes
-    nr = 2 * lanes
+    nr = 2 * device.f32_lanes
     mr = 8 if vector_registers(device) >= 32 else 6
-    kc = 512
-    mc = min(192, ceil(spec.m / mr) * mr)
     cores = max(1, device.peak_cores)
-    blocks_m = ceil(spec.m / mc) * spec.batch
-    widths = [nr * f for f in range(max(1, 256 // nr), 0, -1)]
-    nc = next((w for w in widths if (blocks_m * ceil(spec.n / w)) % cores == 0
-               or blocks_m * ceil(spec.n / w) >= 4 * cores), nr)
-    return GemmTile(mr=mr, nr=nr, mc=mc, kc=kc, nc=min(nc, ceil(spec.n / nr) * nr))
+    best: tuple[float, float, int, int] | None = None
+    for mc in range(mr * max(1, 96 // mr), 385, mr):
+        for nc in range(nr * max(1, 128 // nr), 513, nr):
+            mc_used, nc_used = min(mc, ceil(spec.m / mr) * mr), min(nc, ceil(spec.n / nr) * nr)
+            spread = imbalance(spec, mc_used, nc_used, cores)
+            # Among even splits, blocks near 192 x 256 keep A's block in L2 and leave work to share.
+            distance = abs(mc_used - 192) / 192 + abs(nc_used - 256) / 256
+            key = (round(spread, 2), distance, mc_used, nc_used)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    return GemmTile(mr=mr, nr=nr, mc=best[2], kc=512, nc=best[3])
+
+
+def imbalance(spec: MatmulSpec, mc: int, nc: int, cores: int) -> float:
+    """The busiest core's share of the C elements over the mean share, when the grid of MC x NC blocks
+    (N fastest, then M, then batch) is cut into ``cores`` equal runs, as ``schedule(static)`` does."""
+    rows = [min(mc, spec.m - i) for i in range(0, spec.m, mc)]
+    cols = [min(nc, spec.n - j) for j in range(0, spec.n, nc)]
+    work = [r * c for _ in range(spec.batch) for r in rows for c in cols]
+    chunk = ceil(len(work) / cores)
+    loads = [sum(work[t * chunk:(t + 1) * chunk]) for t in range(cores)]
+    return max(loads) / (sum(work) / cores)
 
 
 def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
