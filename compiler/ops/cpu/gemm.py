@@ -193,15 +193,14 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
         q_count = let("q_count", min_(panels_n - q0, nc // nr))
-        for step in range_(ceil(k / kc_max), name="step"):
-            k0 = let("k0", step * kc_max)
+        for k0 in range_(k, name="k0", step=kc_max):
             kc = let("kc", min_(k - k0, kc_max))
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
                     p, q = p0 + pp, q0 + qq
                     _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
                                   lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=step == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
@@ -242,8 +241,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
         q_count = let("q_count", min_(panels_n - q0, nc // nr))
-        for step in range_(ceil(k / kc_max), name="step"):
-            k0 = let("k0", step * kc_max)
+        for k0 in range_(k, name="k0", step=kc_max):
             kc = let("kc", min_(k - k0, kc_max))
             for qq in range_(q_count, name="qq"):
                 col = (q0 + qq) * nr
@@ -265,7 +263,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                     p, q = p0 + pp, q0 + qq
                     _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
                                   lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=step == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
