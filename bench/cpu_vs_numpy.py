@@ -256,7 +256,8 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
 def _tile_text(tile: GemmTile) -> str:
     v = schedule_values(tile)
     return (f"{v['mr']}x{v['nr']} mc{v['mc']} kc{v['kc']} nc{v['nc']} u{v['k_unroll']}"
-            + ("" if v["prefetch_c"] else " no-prefetch") + (" B-in-block" if v.get("pack_b_inside") else ""))
+            + ("" if v["prefetch_c"] else " no-prefetch") + (" B-in-block" if v.get("pack_b_inside") else "")
+            + (" A-in-block" if v.get("pack_a_inside") else ""))
 
 
 SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul}

@@ -217,15 +217,26 @@ def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tup
     return (batch * ceil(m / mc) * ceil(n / nc), nc // tile.nr, tile.kc, tile.nr)
 
 
+def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per grid block."""
+    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    return (batch * ceil(m / mc) * ceil(n / nc), mc // tile.mr, tile.kc, tile.mr)
+
+
 def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
-                             a_batched: bool, c_batch_stride: int, c_row_stride: int) -> Kernel:
+                             a_batched: bool, c_batch_stride: int, c_row_stride: int,
+                             layout_a: str | None = None) -> Kernel:
     """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
     (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
     slice at a time, into its own part of the workspace ``bw`` (``packing_b_workspace_shape``).
+    With ``layout_a`` A is read as stored too (``(batch, m, k)`` or ``(batch, k, m)``, always
+    batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
+    (``packing_a_workspace_shape``), so the whole product is one launch.
 
     The slice is used while it sits in the core's L2, so B makes one trip from memory instead of
     three (read, packed copy written, packed copy read). Blocks in one column of the grid pack the
-    same slice; that repeats 1/MC of a copy per multiply-add, little next to a trip to memory.
+    same slice; that repeats 1/MC of a copy per multiply-add (1/NC for A's blocks along a row),
+    little next to a trip to memory.
     """
     if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
         raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
@@ -236,8 +247,13 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
     grid = (ceil(n / nc), ceil(m / mc), batch)
     c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
     with kernel(name, block=1, grid=grid) as kb:
-        ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        if layout_a is None:
+            ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        else:
+            a = kb.tensor("a", f32, (batch, m, k) if layout_a == "row" else (batch, k, m), const=True)
         src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
+        if layout_a is not None:
+            aw = kb.tensor("aw", f32, packing_a_workspace_shape(batch, m, n, tile))
         bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
@@ -264,14 +280,38 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                         with else_():
                             for kk in range_(kc, name="kk", simd=True):
                                 bw[own, qq, kk, j] = 0.0
+            if layout_a is not None:
+                for pp in range_(p_count, name="pp"):
+                    _pack_a_block(a, aw, layout_a, own=own, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
+                                  m=m, mr=mr)
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
                     p, q = p0 + pp, q0 + qq
-                    _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
-                                  lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
+                    a_at: Panel = (
+                        (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if layout_a is None
+                        else (lambda kk, i, pp=pp: aw[own, pp, kk, i]))
+                    _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
                                   kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
+
+
+def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, own: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
+                  kc: Expr, m: int, mr: int) -> None:
+    """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[own, pp]``."""
+    rows = let("rows", min_(m - row0, mr))
+    if layout == "row":
+        for r in range_(mr, name="r"):
+            with if_(r < rows):
+                for kk in range_(kc, name="kk", simd=True):
+                    aw[own, pp, kk, r] = a[b, row0 + r, k0 + kk]
+            with else_():
+                for kk in range_(kc, name="kk", simd=True):
+                    aw[own, pp, kk, r] = 0.0
+    else:
+        for kk in range_(kc, name="kk"):
+            for r in range_(mr, name="r", simd=True):
+                _guarded_copy(aw, (own, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
 
 
 def _micro_kernel(c: Buffer, tile: GemmTile, a_at: Panel, b_at: Panel, *, row0: Expr, col0: Expr, kc: Expr,

@@ -16,9 +16,10 @@ the tuning space, narrowed by the spec (no block larger than the problem needs).
 >>> avx2 = CpuDevice("x", "AuthenticAMD", "x86_64", ("avx", "avx2", "fma"), 8, 2, 2, (), None, "", 2)
 >>> spec = MatmulSpec(m=67, n=45, k=83, batch=3, layout_a="col")
 >>> len(space(spec, avx2, 1).candidates())
-16
->>> default_schedule(MatmulSpec(m=1024, n=1024, k=1024), avx2)
-CpuMatmulSchedule(mr=6, nr=16, mc=114, kc=512, nc=256, k_unroll=4, prefetch_c=True, pack_b_inside=False)
+24
+>>> tile = default_schedule(MatmulSpec(m=1024, n=1024, k=1024), avx2)
+>>> tile.mr, tile.nr, tile.mc, tile.kc, tile.nc, tile.pack_b_inside
+(6, 16, 114, 512, 256, False)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from compiler.ops.cpu.gemm import (
     pack_b_kernel,
     packed_a_shape,
     packed_b_shape,
+    packing_a_workspace_shape,
     packing_b_workspace_shape,
 )
 from compiler.ops.matmul_spec import MatmulSpec
@@ -49,10 +51,12 @@ _L1D_BYTES, _L2_BYTES = 32 << 10, 512 << 10
 
 @dataclass(frozen=True)
 class CpuMatmulSchedule(GemmTile):
-    """A :class:`GemmTile` and where B is packed: by each block of the compute launch, one KC x NC
-    slice at a time (``pack_b_inside``), or by a launch of its own before it."""
+    """A :class:`GemmTile` and where the operands are packed: B by each block of the compute launch,
+    one KC x NC slice at a time (``pack_b_inside``), or by a launch of its own before it; A likewise
+    (``pack_a_inside``, only with B inside: the whole product is then one launch)."""
 
     pack_b_inside: bool = True
+    pack_a_inside: bool = False
 
 
 def vector_registers(device: CpuDevice) -> int:
@@ -65,12 +69,13 @@ def _levels(lanes: int) -> dict[int, dict[str, tuple[object, ...]]]:
         1: {
             "mr": (4, 6), "nr": (lanes, 2 * lanes), "mc": (12,), "kc": (16, 256), "nc": (4 * lanes,),
             "k_unroll": (4,), "prefetch_c": (True,), "pack_b_inside": (False, True),
+            "pack_a_inside": (False, True),
         },
         2: {
             "mr": (4, 6, 8, 12), "nr": (lanes, 2 * lanes, 3 * lanes, 4 * lanes),
             "mc": (48, 96, 128, 192, 256, 384), "kc": (128, 256, 384, 512, 768),
             "nc": tuple(lanes * f for f in (6, 8, 12, 16, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
-            "pack_b_inside": (True, False),
+            "pack_b_inside": (True, False), "pack_a_inside": (False, True),
         },
     }
 
@@ -97,6 +102,8 @@ def constraints(spec: MatmulSpec, device: CpuDevice, level: int,
         ("mc a multiple of mr and nc of nr", lambda t: t.mc % t.mr == 0 and t.nc % t.nr == 0),
         (f"micro-kernel fits {registers} vector registers",
          lambda t: t.accumulator_registers(lanes) <= registers),
+        ("A packed inside only with B packed inside",
+         lambda t: t.pack_b_inside or not t.pack_a_inside),  # type: ignore[attr-defined]
     ]
     if level >= 2:
         k_cover = _smallest_covering(choices["kc"], spec.k, 1)
@@ -170,6 +177,13 @@ def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
     strides = {"c_batch_stride": m * n, "c_row_stride": n}
     pack_a = pack_a_kernel("cpu_matmul_pack_a", batch=batch, m=m, k=k, tile=schedule, layout=spec.layout_a)
     ap = Workspace("ap", packed_a_shape(batch, m, k, schedule), "float32")
+    if getattr(schedule, "pack_a_inside", False) and getattr(schedule, "pack_b_inside", False):
+        compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
+                                           layout_b=spec.layout_b, a_batched=True, layout_a=spec.layout_a,
+                                           **strides)
+        workspaces = (Workspace("aw", packing_a_workspace_shape(batch, m, n, schedule), "float32"),
+                      Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32"))
+        return Program(TEMPLATE, ("a", "b", "c"), (Launch(compute, ("a", "b", "aw", "bw", "c")),), workspaces)
     if getattr(schedule, "pack_b_inside", False):
         compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
                                            layout_b=spec.layout_b, a_batched=True, **strides)
