@@ -76,6 +76,8 @@ class Context:
     protocol: Protocol
     peak: float
     estimate: float
+    #: The clock samples are taken with: wall (monotonic) or this thread's CPU time (one thread only).
+    clock: Callable[[], int] = time.perf_counter_ns
 
 
 def _try_torch():  # type: ignore[no-untyped-def]
@@ -127,7 +129,8 @@ def program_call(program: Program, buffers: dict[str, np.ndarray], config: cpu.C
     return call
 
 
-def _timed(calls: dict[str, Call], rounds: int, protocol: Protocol) -> dict[str, list[int]]:
+def _timed(calls: dict[str, Call], rounds: int, protocol: Protocol,
+           clock: Callable[[], int]) -> dict[str, list[int]]:
     """Samples per contender over interleaved rounds, a shuffled order per round, a pause before each."""
     samples: dict[str, list[int]] = {name: [] for name in calls}
     order = list(calls)
@@ -136,7 +139,7 @@ def _timed(calls: dict[str, Call], rounds: int, protocol: Protocol) -> dict[str,
         shuffle.shuffle(order)
         for name in order:
             time.sleep(PAUSE_S)
-            samples[name] += measure(calls[name], protocol).samples_ns
+            samples[name] += measure(calls[name], protocol, clock=clock).samples_ns
     return samples
 
 
@@ -148,7 +151,7 @@ def _rates(flops: float, samples_ns: list[int]) -> tuple[float, float, float]:
 
 def measured_peak(ctx: Context) -> float:
     """GFLOP/s of a kernel doing only register FMAs (12 x 2 vectors of independent chains per core)."""
-    lanes, steps, cores = ctx.device.f32_lanes, 20000, ctx.config.workers
+    lanes, steps, cores = ctx.device.f32_lanes, 200_000, ctx.config.workers
     rows, width = 12, 2 * lanes
     with kernel("fma_peak", block=1, grid=cores) as k:
         out = k.tensor("out", f32, (cores, rows, width))
@@ -165,7 +168,9 @@ def measured_peak(ctx: Context) -> float:
                 out[blockIdx.x, i, j] = acc[i, j]
     loaded = cpu.load(cpu.compile(render_host(lower(k.kernel)), ctx.config), ctx.config)
     buffer = np.zeros((cores, rows, width), np.float32)
-    samples = cpu.time(loaded, [buffer], Protocol(warmup_ms=20, min_repetitions=20, target_ms=100))
+    values = cpu.check_args(loaded.artifact.kernel, [buffer])
+    samples = measure(lambda: loaded.function(*values, loaded.workers),
+                      Protocol(warmup_ms=20, min_repetitions=20, target_ms=100), clock=ctx.clock)
     return 2 * cores * rows * width * steps / percentile(samples.samples_ns, 20)
 
 
@@ -197,7 +202,7 @@ def _sweep(spec: MatmulSpec, ctx: Context, a: np.ndarray, b: np.ndarray) -> tupl
     for _ in range(2):  # two passes, so a burst of load on the machine does not decide alone
         for tile, call in calls.items():
             time.sleep(PAUSE_S / 4)
-            timed.setdefault(tile, []).append(measure(call, quick).median_ns)
+            timed.setdefault(tile, []).append(measure(call, quick, clock=ctx.clock).median_ns)
     best = min(timed, key=lambda t: min(timed[t]))
     return best, default, time.perf_counter() - start
 
@@ -234,7 +239,7 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
             calls["torch"] = lambda ta=ta, tb=tb: torch.matmul(ta, tb)
-        samples = _timed(calls, ctx.rounds, ctx.protocol)
+        samples = _timed(calls, ctx.rounds, ctx.protocol, ctx.clock)
         flops = 2 * m * n * k
         numpy_median = _rates(flops, samples["numpy"])[0]
         for who in ("numpy", "torch", "tuned", "default"):
@@ -280,10 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-ms", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for every contender (default: all cores of this process)")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                        help="thread: this thread's CPU time, with --threads 1 (what a loaded machine "
+                             "lends in time slices does not count)")
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in sections if s not in SECTIONS] + [s for s in shapes if s not in SHAPES]
+    if args.clock == "thread" and args.threads != 1:
+        print("cpu_vs_numpy: --clock thread needs --threads 1", file=sys.stderr)
+        return 2
     if unknown:
         print(f"cpu_vs_numpy: unknown section or shape {', '.join(unknown)}", file=sys.stderr)
         return 2
@@ -299,9 +310,11 @@ def main(argv: list[str] | None = None) -> int:
             _limit_peers(args.threads)
         protocol = Protocol(warmup_ms=20, min_repetitions=5, target_ms=args.target_ms)
         estimate = device.peak_gflops_f32 or float("nan")
-        ctx = Context(device, config, args.rounds, args.sweep, protocol, 1.0, estimate)
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, 1.0, estimate,
+                      time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns)
         peak = measured_peak(ctx)
-        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate)
+        clock = time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate, clock)
         torch = _try_torch()
         print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
               f"{device.model}, {device.isa_summary}, {config.workers} threads")
@@ -310,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
               "reports ('of est.'; the clock under load may be higher)")
         print(f"# numpy {np.__version__}: {blas_kernel()}; torch: "
               + (f"{torch.__version__}, {torch.get_num_threads()} threads" if torch else "n/a (not installed)"))
-        print(f"# protocol: {args.rounds} interleaved rounds of {protocol}; tuned = best of a quick sweep "
+        print(f"# clock: {'this thread' + chr(39) + 's CPU time' if args.clock == 'thread' else 'wall (monotonic)'}; "
+              f"protocol: {args.rounds} interleaved rounds of {protocol}; tuned = best of a quick sweep "
               f"(the default, its level-2 neighbours and {args.sweep} level-2 samples), not the search engine")
         for section in sections:
             rows = SECTIONS[section](ctx, shapes)
