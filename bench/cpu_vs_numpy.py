@@ -20,8 +20,11 @@ a kernel of independent register FMAs in the same IR on all cores.
 
 OpenBLAS is run as it runs by default here: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from
 this process's environment before numpy loads (the kernel it picks is printed, from threadpoolctl
-when installed). Idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE unless set), and each contender
-starts after a short pause, so neither library's idle threads spin against the other's.
+when installed). Each contender starts after a pause longer than either library's idle threads spin
+(OpenBLAS about 2^28 cycles, libgomp its GOMP_SPINCOUNT), so neither spins against the other; within a
+contender's repetitions its threads stay as warm as that library leaves them. OMP_WAIT_POLICY is left
+to the environment: with PASSIVE our second thread woke too late to help at 512^3 on a loaded machine
+(207 GFLOP/s, one core's worth, against 346 with libgomp's default, December 2026).
 
 Usage: ``python bench/cpu_vs_numpy.py [--only matmul] [--rounds 5] [--sweep 12] [--shapes 1024,bert]``
 """
@@ -33,7 +36,6 @@ import os
 # Before numpy loads OpenBLAS: let it pick its kernel for this machine; libgomp reads the policy once.
 os.environ.pop("OPENBLAS_CORETYPE", None)
 os.environ.pop("OPENBLAS_L2_SIZE", None)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import datetime
@@ -316,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         clock = time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns
         ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate, clock)
         torch = _try_torch()
-        print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
+        print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}, "
+              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
               f"{device.model}, {device.isa_summary}, {config.workers} threads")
         print(f"# peak FP32: measured {peak:.0f} GFLOP/s (register FMAs, all cores, fastest fifth of the "
               f"samples: 'of meas.'); estimate {estimate or 0:.0f} GFLOP/s at the {device.clock_ghz} GHz the OS "

@@ -54,8 +54,10 @@ gridDim = _builtin("gridDim")  # noqa: N816
 class KernelBuilder:
     """Collects one kernel; use through ``with kernel(...) as k`` and read ``k.kernel`` afterwards."""
 
-    def __init__(self, name: str, block: Dim3, grid: Dim3, min_blocks: int | None) -> None:
+    def __init__(self, name: str, block: Dim3, grid: Dim3, min_blocks: int | None,
+                 host_schedule: str = "static") -> None:
         self.name = name
+        self.host_schedule = host_schedule
         self.block = block
         self.grid = grid
         self.min_blocks = min_blocks
@@ -76,7 +78,7 @@ class KernelBuilder:
         self._scope.__exit__(exc_type, exc, tb)
         if exc_type is None:
             self._kernel = Kernel(self.name, tuple(self._params), self._statements.finish(), self.block,
-                                  self.grid, self.min_blocks, self._dynamic_shared_bytes)
+                                  self.grid, self.min_blocks, self._dynamic_shared_bytes, self.host_schedule)
 
     @property
     def kernel(self) -> Kernel:
@@ -123,9 +125,10 @@ class KernelBuilder:
 
 
 def kernel(name: str, *, block: int | tuple[int, ...], grid: int | tuple[int, ...] = 1,
-           min_blocks: int | None = None) -> KernelBuilder:
-    """Start writing kernel ``name`` launched with ``grid`` blocks of ``block`` threads."""
-    return KernelBuilder(name, dim3(block, "block"), dim3(grid, "grid"), min_blocks)
+           min_blocks: int | None = None, host_schedule: str = "static") -> KernelBuilder:
+    """Start writing kernel ``name`` launched with ``grid`` blocks of ``block`` threads
+    (``host_schedule``: see ``Kernel``)."""
+    return KernelBuilder(name, dim3(block, "block"), dim3(grid, "grid"), min_blocks, host_schedule)
 
 
 def shared(name: str, dtype: DataType, shape: tuple[int, ...]) -> Buffer:

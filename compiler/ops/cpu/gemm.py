@@ -62,8 +62,9 @@ Panel = Callable[[Expr, Expr], Expr]
 class GemmTile:
     """Blocking of the packed GEMM: an MR x NR register tile, MC x KC blocks of A, KC x NC of B.
 
-    ``k_unroll`` unrolls the micro-kernel's k loop; ``prefetch_c`` prefetches the C tile when the
-    micro-kernel starts.
+    ``k_unroll`` unrolls the micro-kernel's k loop; ``dynamic`` hands the compute launch's blocks to
+    the host's threads as they finish (``Kernel.host_schedule``); ``prefetch_c`` prefetches the C tile
+    when the micro-kernel starts.
     """
 
     mr: int
@@ -73,6 +74,7 @@ class GemmTile:
     nc: int
     k_unroll: int = 4
     prefetch_c: bool = True
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
         for name in ("mr", "nr", "mc", "kc", "nc", "k_unroll"):
@@ -188,7 +190,7 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
     panels_m, panels_n = ceil(m / mr), ceil(n / nr)
     grid = (ceil(n / nc), ceil(m / mc), batch)
     c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
-    with kernel(name, block=1, grid=grid) as kb:
+    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
         ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
         c = kb.tensor("c", f32, (c_size,))
@@ -246,7 +248,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
     panels_m, panels_n = ceil(m / mr), ceil(n / nr)
     grid = (ceil(n / nc), ceil(m / mc), batch)
     c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
-    with kernel(name, block=1, grid=grid) as kb:
+    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
         if layout_a is None:
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         else:

@@ -69,13 +69,13 @@ def _levels(lanes: int) -> dict[int, dict[str, tuple[object, ...]]]:
         1: {
             "mr": (4, 6), "nr": (lanes, 2 * lanes), "mc": (12,), "kc": (16, 256), "nc": (4 * lanes,),
             "k_unroll": (4,), "prefetch_c": (True,), "pack_b_inside": (False, True),
-            "pack_a_inside": (False, True),
+            "pack_a_inside": (False, True), "dynamic": (False,),
         },
         2: {
             "mr": (4, 6, 8, 12), "nr": (lanes, 2 * lanes, 3 * lanes, 4 * lanes),
             "mc": (48, 96, 128, 192, 256, 384), "kc": (128, 256, 384, 512, 768),
             "nc": tuple(lanes * f for f in (6, 8, 12, 16, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
-            "pack_b_inside": (True, False), "pack_a_inside": (False, True),
+            "pack_b_inside": (True, False), "pack_a_inside": (False, True), "dynamic": (False, True),
         },
     }
 

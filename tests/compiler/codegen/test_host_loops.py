@@ -63,3 +63,29 @@ def test_the_host_build_matches_the_interpreter(tmp_path: Path) -> None:
     got = x.copy()
     cpu.run(cpu.load(cpu.compile(render_host(kern), config), config), [got])
     np.testing.assert_array_equal(got, expected)
+
+
+def _every_block(host_schedule: str):
+    with kernel("every_block", block=1, grid=(7, 5), host_schedule=host_schedule) as k:
+        x = k.tensor("x", f32, (5, 7))
+        x[blockIdx.y, blockIdx.x] = x[blockIdx.y, blockIdx.x] + 1.0
+    return lower(k.kernel)
+
+
+def test_a_dynamic_host_schedule_hands_out_chunks() -> None:
+    text = render_host(_every_block("dynamic")).source
+    assert "const long long wm_chunk = std::max(1LL, 35LL / (8LL * workers));" in text
+    assert "#pragma omp parallel for schedule(dynamic, wm_chunk) num_threads(workers)" in text
+    assert "schedule(static)" in render_host(_every_block("static")).source
+    assert "schedule" not in render_cuda(_every_block("dynamic")).source
+    with pytest.raises(ValueError, match="host_schedule"):
+        _every_block("guided")
+
+
+@pytest.mark.skipif(_UNAVAILABLE is not None, reason=str(_UNAVAILABLE))
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_dynamic_schedule_runs_every_block_once(tmp_path: Path, workers: int) -> None:
+    config = cpu.CpuConfig(cache_dir=tmp_path, workers=workers)
+    x = np.zeros((5, 7), np.float32)
+    cpu.run(cpu.load(cpu.compile(render_host(_every_block("dynamic")), config), config), [x])
+    np.testing.assert_array_equal(x, np.ones((5, 7), np.float32))

@@ -52,6 +52,10 @@ def test_the_default_and_an_unprefetched_tile_at_a_larger_shape(run_on_cpu, asse
     _check(run_on_cpu, assert_matches, spec, default, seed=3)
     plain = GemmTile(mr=4, nr=LANES, mc=48, kc=128, nc=6 * LANES, k_unroll=1, prefetch_c=False)
     _check(run_on_cpu, assert_matches, spec, plain, seed=4)
+    for inside in (False, True):
+        dynamic = matmul.CpuMatmulSchedule(mr=6, nr=2 * LANES, mc=48, kc=128, nc=4 * LANES, dynamic=True,
+                                           pack_b_inside=inside)
+        _check(run_on_cpu, assert_matches, spec, dynamic, seed=5)
 
 
 def test_a_wrong_kernel_is_seen(run_on_cpu, assert_matches) -> None:
