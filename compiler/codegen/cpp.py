@@ -6,8 +6,9 @@ by the shared ``StmtRenderer`` from the dialect's data; only the frame around th
 Execution model. A launch is one call of ``extern "C" void <name>(<params>..., int workers)``, the
 parameters in ``Kernel.params`` order followed by the number of host threads to use. Blocks are the
 unit of parallelism: the flattened grid is an OpenMP ``parallel for schedule(static)`` over
-``workers`` threads, and ``blockIdx`` is unflattened from the loop index (x fastest). Within a block
-the CUDA threads run one after another in serial loops (z, y, x outermost to innermost), each running
+``workers`` threads (``schedule(dynamic)`` in chunks of about 1/8 of a thread's share when the
+kernel's ``host_schedule`` asks), and ``blockIdx`` is unflattened from the loop index (x fastest).
+Within a block the CUDA threads run one after another in serial loops (z, y, x outermost to innermost), each running
 the whole kernel body. That is only the CUDA semantics when threads of a block never talk to each
 other, so anything that lets them (barriers, shared memory, warp shuffles, atomics) is refused with a
 ``CodegenError``, as are CUDA-only values (vector types such as ``float4``, 16-bit floats, the
@@ -20,7 +21,8 @@ Spelling. Pointers are ``__restrict__``; math is ``<cmath>``'s float functions (
 ``simd`` (``range_(..., simd=True)``: independent iterations) gets ``#pragma omp simd`` instead
 (GCC allows one of the two before a loop). The serial
 thread loop gets none: on the example kernels it measured no faster (their inner work is a call of
-``expf`` or a loop of its own). Loops always start at 0 with step 1, as the IR's ``For`` does.
+``expf`` or a loop of its own). Loops start where the IR's ``For`` says (0 unless given) and step by
+its constant step; ``prefetch`` hints are ``__builtin_prefetch``.
 
 Example::
 
@@ -63,8 +65,12 @@ from compiler.source import KernelSource, Param
 _AXES = "xyz"
 #: Local names the frame declares: the block and thread coordinates and the launch extents.
 _BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM, _FLAT = "wm_bid_", "wm_tid_", "wm_bdim_", "wm_gdim_", "wm_block"
+_CHUNK = "wm_chunk"
+#: A dynamic schedule hands out about this many chunks per thread: few enough that taking one (an
+#: atomic) costs nothing next to a block, enough that a late or slow thread leaves work to others.
+CHUNKS_PER_WORKER = 8
 _FRAME_NAMES = frozenset(
-    {_FLAT, "workers"} | {prefix + a for prefix in (_BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM) for a in _AXES}
+    {_FLAT, _CHUNK, "workers"} | {prefix + a for prefix in (_BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM) for a in _AXES}
 )
 
 
@@ -100,6 +106,7 @@ HOST = Dialect(
         "exp": "expf", "exp2": "exp2f", "fast_exp": "expf", "log": "logf", "sqrt": "sqrtf",
         "rsqrt": "wm_rsqrtf", "fast_div": "wm_divf", "fma": "fmaf",
         **{name: "wm_" + name for name in BITCASTS.values()},
+        "prefetch": "__builtin_prefetch",
     }),
     conversions=MappingProxyType({}),
     type_headers=MappingProxyType({}),
@@ -245,9 +252,15 @@ def _entry(kernel: Kernel, names: Names, params: list[str]) -> list[str]:
     gx, gy, gz = kernel.grid
     args = [names.var(p) for p in kernel.params]
     coords = [_coordinate(1, gx, gy * gz), _coordinate(gx, gy, gz), _coordinate(gx * gy, gz, 1)]
+    schedule = ["#pragma omp parallel for schedule(static) num_threads(workers)"]
+    if kernel.host_schedule == "dynamic":
+        blocks = f"{gx * gy * gz}LL"
+        schedule = [f"{INDENT}const long long {_CHUNK} = std::max(1LL, {blocks} / "
+                    f"({CHUNKS_PER_WORKER}LL * workers));",
+                    f"#pragma omp parallel for schedule(dynamic, {_CHUNK}) num_threads(workers)"]
     return [
         *_signature(f'extern "C" void {kernel.name}(', [*params, "int workers"]),
-        "#pragma omp parallel for schedule(static) num_threads(workers)",
+        *schedule,
         f"{INDENT}for (long long {_FLAT} = 0; {_FLAT} < {gx * gy * gz}LL; ++{_FLAT}) {{",
         f"{INDENT * 2}{kernel.name}_block({', '.join([*args, *coords])});",
         f"{INDENT}}}",

@@ -31,7 +31,10 @@ class Kernel:
 
     ``block`` and ``grid`` are concrete (operator templates know their sizes when they build);
     ``min_blocks`` is the second ``__launch_bounds__`` argument; ``dynamic_shared_bytes`` is the
-    dynamic shared memory the launch must request.
+    dynamic shared memory the launch must request. ``host_schedule`` is how a host target shares the
+    blocks among its threads: ``"static"`` (equal runs, fixed in advance) or ``"dynamic"`` (handed out
+    in chunks as threads finish: for blocks of uneven cost, or cores shared with other work); GPU
+    targets ignore it.
     """
 
     name: str
@@ -41,6 +44,7 @@ class Kernel:
     grid: Dim3
     min_blocks: int | None = None
     dynamic_shared_bytes: int = 0
+    host_schedule: str = "static"
 
     def __post_init__(self) -> None:
         if not _IDENTIFIER.fullmatch(self.name):
@@ -52,6 +56,9 @@ class Kernel:
             seen.add(param.name)
             if not isinstance(param.type, PointerType) and param.type not in SCALAR_PARAM_TYPES:
                 raise TypeError(f"kernel {self.name}: parameter {param.name} has unusable type {param.type}")
+        if self.host_schedule not in ("static", "dynamic"):
+            raise ValueError(f"kernel {self.name}: host_schedule must be 'static' or 'dynamic', "
+                             f"got {self.host_schedule!r}")
         if self.min_blocks is not None and self.min_blocks < 1:
             raise ValueError(f"kernel {self.name}: min_blocks must be positive, got {self.min_blocks}")
 

@@ -1,0 +1,379 @@
+"""The packed GEMM of the cpu templates: packing launches for A and B, and a cache-blocked compute launch.
+
+The layout is a contract with the other cpu templates (conv2d packs its own operands into it):
+
+- packed A, float32 ``(batch_a, ceil(M/MR), K, MR)``: element ``[b, p, kk, r] = A_b[p*MR + r, kk]``,
+  zero where ``p*MR + r >= M``;
+- packed B, float32 ``(batch_b, ceil(N/NR), K, NR)``: element ``[b, q, kk, c] = B_b[kk, q*NR + c]``,
+  zero where ``q*NR + c >= N``.
+
+So one micro-panel (MR rows or NR columns over a run of k) is contiguous, and the zero padding lets
+the micro-kernel always compute a whole MR x NR tile: only its store is guarded.
+
+The compute launch is the GotoBLAS loop nest with the packing hoisted out. The OpenMP grid is
+``(ceil(N/NC), ceil(M/MC), batch)``: each block owns an MC x NC block of C and walks K in KC steps;
+within a step it runs NR-panels (outer: the KC x NR panel of B stays in L1) over MR-panels (inner:
+the MC x KC block of A stays in L2). The micro-kernel keeps its MR x NR tile in a register array,
+written as plain loops whose innermost (NR) loop is ``simd``: on g++ 12 that compiles to the same
+inner loop as GCC vector-extension types (a hand-written 8x32 and 12x32 micro-kernel both ways, Zen 5,
+December 2026: one broadcast and NR/lanes FMAs per row and k step, equal instruction counts, speeds
+within the machine's noise at about 240 GFLOP/s on one core in L1), so the IR needs no vector types
+for it and the lane count stays the schedule's business. The C tile is prefetched when the
+micro-kernel starts (the lines arrive while the k loop runs). A KC step after the first adds to what
+the previous one stored.
+
+``compute_packing_b_kernel`` is the same loop nest reading B as stored: each block packs its KC x NC
+slice of B into its own workspace just before using it (the GotoBLAS order, for small M).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import ceil
+
+from compiler.ir import (
+    Buffer,
+    Expr,
+    blockIdx,
+    call,
+    else_,
+    f32,
+    fma,
+    if_,
+    kernel,
+    let,
+    logical_and,
+    lower,
+    min_,
+    prefetch,
+    range_,
+    registers,
+)
+from compiler.ir.kernel import Kernel
+
+#: f32 elements in one 64-byte cache line (what one prefetch brings).
+LINE_FLOATS = 16
+#: Reads one element of a packed panel: (k step within the KC step, row or column within the tile).
+Panel = Callable[[Expr, Expr], Expr]
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """Blocking of the packed GEMM: an MR x NR register tile, MC x KC blocks of A, KC x NC of B.
+
+    ``k_unroll`` unrolls the micro-kernel's k loop; ``dynamic`` hands the compute launch's blocks to
+    the host's threads as they finish (``Kernel.host_schedule``); ``prefetch_c`` prefetches the C tile
+    when the micro-kernel starts.
+    """
+
+    mr: int
+    nr: int
+    mc: int
+    kc: int
+    nc: int
+    k_unroll: int = 4
+    prefetch_c: bool = True
+    dynamic: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("mr", "nr", "mc", "kc", "nc", "k_unroll"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GemmTile: {name} must be positive, got {self}")
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless the blocks are whole numbers of micro-tiles (spaces filter such
+        tiles with a constraint, so a tile may exist before it is checked)."""
+        if self.mc % self.mr or self.nc % self.nr:
+            raise ValueError(f"GemmTile: mc must be a multiple of mr and nc of nr, got {self}")
+
+    def accumulator_registers(self, lanes: int) -> int:
+        """Vector registers the micro-kernel keeps live: the tile, one row of B and a broadcast of A."""
+        return self.mr * ceil(self.nr / lanes) + ceil(self.nr / lanes) + 1
+
+
+def packed_a_shape(batch: int, m: int, k: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    return (batch, ceil(m / tile.mr), k, tile.mr)
+
+
+def packed_b_shape(batch: int, k: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    return (batch, ceil(n / tile.nr), k, tile.nr)
+
+
+def pack_a_kernel(name: str, *, batch: int, m: int, k: int, tile: GemmTile, layout: str) -> Kernel:
+    """Lowered kernel ``(a, ap)``: A (``(batch, m, k)`` row-major or ``(batch, k, m)`` for ``col``)
+    into the packed-A layout. One block per (MR-panel, batch); rows past M are zero."""
+    panels = ceil(m / tile.mr)
+    mr = tile.mr
+    with kernel(name, block=1, grid=(panels, batch)) as kb:
+        shape = (batch, m, k) if layout == "row" else (batch, k, m)
+        a = kb.tensor("a", f32, shape, const=True)
+        ap = kb.tensor("ap", f32, packed_a_shape(batch, m, k, tile))
+        p, b = blockIdx.x, blockIdx.y
+        rows = let("rows", min_(m - p * mr, mr))
+        if layout == "row":
+            # Rows outermost: each reads a contiguous run of A and writes with stride MR.
+            for r in range_(mr, name="r"):
+                with if_(r < rows):
+                    for kk in range_(k, name="kk", simd=True):
+                        ap[b, p, kk, r] = a[b, p * mr + r, kk]
+                with else_():
+                    for kk in range_(k, name="kk", simd=True):
+                        ap[b, p, kk, r] = 0.0
+        else:
+            # A whole panel copies contiguous runs; only the last one needs guards (and the
+            # simplifier drops this branch where M is a multiple of MR).
+            with if_(rows == mr):
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        ap[b, p, kk, r] = a[b, kk, p * mr + r]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        _guarded_copy(ap, (b, p, kk, r), r < rows, a, (b, kk, p * mr + r))
+    return lower(kb.kernel)
+
+
+def pack_b_kernel(name: str, *, batch: int, k: int, n: int, tile: GemmTile, layout: str) -> Kernel:
+    """Lowered kernel ``(b, bp)``: B (``(batch, k, n)`` row-major or ``(batch, n, k)`` for ``col``)
+    into the packed-B layout. One block per (NR-panel, batch); columns past N are zero."""
+    panels = ceil(n / tile.nr)
+    nr = tile.nr
+    with kernel(name, block=1, grid=(panels, batch)) as kb:
+        shape = (batch, k, n) if layout == "row" else (batch, n, k)
+        src = kb.tensor("b", f32, shape, const=True)
+        bp = kb.tensor("bp", f32, packed_b_shape(batch, k, n, tile))
+        q, b = blockIdx.x, blockIdx.y
+        cols = let("cols", min_(n - q * nr, nr))
+        if layout == "row":
+            with if_(cols == nr):
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        bp[b, q, kk, c] = src[b, kk, q * nr + c]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        _guarded_copy(bp, (b, q, kk, c), c < cols, src, (b, kk, q * nr + c))
+        else:
+            for c in range_(nr, name="c"):
+                with if_(c < cols):
+                    for kk in range_(k, name="kk", simd=True):
+                        bp[b, q, kk, c] = src[b, q * nr + c, kk]
+                with else_():
+                    for kk in range_(k, name="kk", simd=True):
+                        bp[b, q, kk, c] = 0.0
+    return lower(kb.kernel)
+
+
+def _guarded_copy(dst: Buffer, at: tuple[Expr | int, ...], inside: Expr, src: Buffer,
+                  source: tuple[Expr | int, ...]) -> None:
+    """``dst[at] = src[source]`` where ``inside``, zero elsewhere (the source is not read there)."""
+    with if_(inside):
+        dst[at] = src[source]
+    with else_():
+        dst[at] = 0.0
+
+
+def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, a_batched: bool,
+                   b_batched: bool, c_batch_stride: int, c_row_stride: int) -> Kernel:
+    """Lowered kernel ``(ap, bp, c)``: ``c[b*c_batch_stride + i*c_row_stride + j] = sum_kk A_b[i, kk] *
+    B_b[kk, j]`` for ``i < m``, ``j < n``, overwritten; nothing else of ``c`` is written.
+
+    ``ap`` and ``bp`` are packed (see the module docstring) with ``batch`` entries, or one shared by
+    every batch where ``a_batched`` / ``b_batched`` is false.
+    """
+    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
+        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
+    tile.check()
+    mr, nr, kc_max = tile.mr, tile.nr, tile.kc
+    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
+    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
+    grid = (ceil(n / nc), ceil(m / mc), batch)
+    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
+        ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
+        c = kb.tensor("c", f32, (c_size,))
+        b = blockIdx.z
+        ab, bb = (b if a_batched else 0), (b if b_batched else 0)
+        p0 = let("p0", blockIdx.y * (mc // mr))
+        q0 = let("q0", blockIdx.x * (nc // nr))
+        p_count = let("p_count", min_(panels_m - p0, mc // mr))
+        q_count = let("q_count", min_(panels_n - q0, nc // nr))
+        for k0 in range_(k, name="k0", step=kc_max):
+            kc = let("kc", min_(k - k0, kc_max))
+            for qq in range_(q_count, name="qq"):
+                for pp in range_(p_count, name="pp"):
+                    p, q = p0 + pp, q0 + qq
+                    _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
+                                  lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j], row0=p * mr, col0=q * nr,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  c_row_stride=c_row_stride)
+    return lower(kb.kernel)
+
+
+def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per block of its grid."""
+    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    return (batch * ceil(m / mc) * ceil(n / nc), nc // tile.nr, tile.kc, tile.nr)
+
+
+def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per grid block."""
+    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    return (batch * ceil(m / mc) * ceil(n / nc), mc // tile.mr, tile.kc, tile.mr)
+
+
+def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
+                             a_batched: bool, c_batch_stride: int, c_row_stride: int,
+                             layout_a: str | None = None) -> Kernel:
+    """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
+    (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
+    slice at a time, into its own part of the workspace ``bw`` (``packing_b_workspace_shape``).
+    With ``layout_a`` A is read as stored too (``(batch, m, k)`` or ``(batch, k, m)``, always
+    batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
+    (``packing_a_workspace_shape``), so the whole product is one launch.
+
+    The slice is used while it sits in the core's L2, so B makes one trip from memory instead of
+    three (read, packed copy written, packed copy read). Blocks in one column of the grid pack the
+    same slice again: one vector copy per MC/lanes vector FMAs, a few percent. A's blocks are packed
+    again by every block of a grid row, and a row-major A packs with strided stores: that costs
+    more (12% at 128 x 768 x 768 on one Zen 5 core), so it pays only where it saves a launch.
+    """
+    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
+        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
+    tile.check()
+    mr, nr, kc_max = tile.mr, tile.nr, tile.kc
+    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
+    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
+    grid = (ceil(n / nc), ceil(m / mc), batch)
+    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
+        if layout_a is None:
+            ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        else:
+            a = kb.tensor("a", f32, (batch, m, k) if layout_a == "row" else (batch, k, m), const=True)
+        src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
+        if layout_a is not None:
+            aw = kb.tensor("aw", f32, packing_a_workspace_shape(batch, m, n, tile))
+        bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
+        c = kb.tensor("c", f32, (c_size,))
+        b = blockIdx.z
+        ab = b if a_batched else 0
+        own = let("own", (blockIdx.z * grid[1] + blockIdx.y) * grid[0] + blockIdx.x)
+        p0 = let("p0", blockIdx.y * (mc // mr))
+        q0 = let("q0", blockIdx.x * (nc // nr))
+        p_count = let("p_count", min_(panels_m - p0, mc // mr))
+        q_count = let("q_count", min_(panels_n - q0, nc // nr))
+        for k0 in range_(k, name="k0", step=kc_max):
+            kc = let("kc", min_(k - k0, kc_max))
+            for qq in range_(q_count, name="qq"):
+                col = (q0 + qq) * nr
+                cols = let("cols", min_(n - col, nr))
+                if layout_b == "row":
+                    for kk in range_(kc, name="kk"):
+                        for j in range_(nr, name="j", simd=True):
+                            _guarded_copy(bw, (own, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
+                else:
+                    for j in range_(nr, name="j"):
+                        with if_(j < cols):
+                            for kk in range_(kc, name="kk", simd=True):
+                                bw[own, qq, kk, j] = src[b, col + j, k0 + kk]
+                        with else_():
+                            for kk in range_(kc, name="kk", simd=True):
+                                bw[own, qq, kk, j] = 0.0
+            if layout_a is not None:
+                for pp in range_(p_count, name="pp"):
+                    _pack_a_block(a, aw, layout_a, own=own, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
+                                  m=m, mr=mr)
+            for qq in range_(q_count, name="qq"):
+                for pp in range_(p_count, name="pp"):
+                    p, q = p0 + pp, q0 + qq
+                    a_at: Panel = (
+                        (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if layout_a is None
+                        else (lambda kk, i, pp=pp: aw[own, pp, kk, i]))
+                    _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  c_row_stride=c_row_stride)
+    return lower(kb.kernel)
+
+
+def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, own: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
+                  kc: Expr, m: int, mr: int) -> None:
+    """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[own, pp]``."""
+    rows = let("rows", min_(m - row0, mr))
+    if layout == "row":
+        for r in range_(mr, name="r"):
+            with if_(r < rows):
+                for kk in range_(kc, name="kk", simd=True):
+                    aw[own, pp, kk, r] = a[b, row0 + r, k0 + kk]
+            with else_():
+                for kk in range_(kc, name="kk", simd=True):
+                    aw[own, pp, kk, r] = 0.0
+    else:
+        for kk in range_(kc, name="kk"):
+            for r in range_(mr, name="r", simd=True):
+                _guarded_copy(aw, (own, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
+
+
+def _micro_kernel(c: Buffer, tile: GemmTile, a_at: Panel, b_at: Panel, *, row0: Expr, col0: Expr, kc: Expr,
+                  first: Expr, m: int, n: int, c_offset: Expr | int, c_row_stride: int) -> None:
+    """One MR x NR tile of C at (``row0``, ``col0``) over ``kc`` steps of k: ``a_at(kk, i)`` and
+    ``b_at(kk, j)`` read the packed panels; accumulate in registers, then store (overwrite on the
+    first KC step, add after it), guarded where the tile crosses M or N."""
+    mr, nr = tile.mr, tile.nr
+    row0 = let("row0", row0)
+    col0 = let("col0", col0)
+    tile_c = let("tile_c", c_offset + row0 * c_row_stride + col0)
+    if tile.prefetch_c:
+        # Rows and columns clamped into C: a hint for a line outside the tensor would be wasted.
+        last_row = let("last_row", min_(m - 1 - row0, mr - 1))
+        last_col = let("last_col", min_(n - 1 - col0, nr - 1))
+        for i in range(mr):
+            for line in range(0, nr, LINE_FLOATS):
+                offset = min_(last_row, i) * c_row_stride + min_(last_col, line)
+                call(prefetch(c.address(tile_c + offset), write=True))
+    acc = registers("acc", f32, (mr, nr))
+    for i in range_(mr, name="i", unroll=True):
+        for j in range_(nr, name="j", simd=True):
+            acc[i, j] = 0.0
+    for kk in range_(kc, name="kk", unroll=tile.k_unroll if tile.k_unroll > 1 else False):
+        for i in range_(mr, name="i", unroll=True):
+            a_value = let("a_value", a_at(kk, i))
+            for j in range_(nr, name="j", simd=True):
+                acc[i, j] = fma(a_value, b_at(kk, j), acc[i, j])
+    full = logical_and(row0 + mr <= m, col0 + nr <= n)
+    with if_(full):
+        _store(c, acc, tile_c, first, mr, nr, c_row_stride, None)
+    with else_():
+        _store(c, acc, tile_c, first, mr, nr, c_row_stride, (m - row0, n - col0))
+
+
+def _store(c: Buffer, acc: Buffer, tile_c: Expr, first: Expr, mr: int, nr: int, c_row_stride: int,
+           limits: tuple[Expr, Expr] | None) -> None:
+    """The tile into C: written on the first KC step (C is not read: it may hold anything), added to
+    after it; ``limits`` (rows, columns) guard a tile crossing M or N."""
+    with if_(first):
+        _store_rows(c, acc, tile_c, False, mr, nr, c_row_stride, limits)
+    with else_():
+        _store_rows(c, acc, tile_c, True, mr, nr, c_row_stride, limits)
+
+
+def _store_rows(c: Buffer, acc: Buffer, tile_c: Expr, add: bool, mr: int, nr: int, c_row_stride: int,
+                limits: tuple[Expr, Expr] | None) -> None:
+    for i in range_(mr, name="i", unroll=True):
+        def row(i: Expr = i) -> None:
+            for j in range_(nr, name="j", simd=True):
+                def element(j: Expr = j) -> None:
+                    index = tile_c + i * c_row_stride + j
+                    c[index] = acc[i, j] + c[index] if add else acc[i, j]
+                if limits is None:
+                    element()
+                else:
+                    with if_(j < limits[1]):
+                        element()
+        if limits is None:
+            row()
+        else:
+            with if_(i < limits[0]):
+                row()
