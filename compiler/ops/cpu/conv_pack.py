@@ -1,0 +1,195 @@
+"""Packing launches of the cpu conv2d: im2col panels written straight from x, weights packed once.
+
+The cpu conv2d is a packed GEMM (``compiler.ops.cpu.gemm``) whose operands are packed from the
+convolution's tensors in the panel layout of CONTRACT.md: packed A is ``(batch_a, ceil(M/MR), K, MR)``
+with element ``[b, p, kk, r] = A_b[p*MR + r, kk]``, packed B is ``(batch_b, ceil(N/NR), K, NR)`` with
+``[b, q, kk, c] = B_b[kk, q*NR + c]``; both are zero past the matrix edge. The reduction index ``kk``
+runs over the filter taps in the order of the weight's last three axes: ``(c, r, s)`` for NCHW,
+``(r, s, c)`` for NHWC, so the weight is the ``[k, K]`` matrix it already is in memory.
+
+The im2col matrix is never formed: each packed element of the input operand is read from x where the
+tap lands (``h = p_i*stride_h - pad_h + r_i*dil_h``, likewise ``w``), or is zero where that falls in the
+padding or past the last output pixel.
+
+- NCHW: ``y[n]`` is the ``[k, p*q]`` matrix ``weight @ im2col(x[n])``. The weight is A (shared,
+  ``batch_a = 1``), the image's patches are B, one batch per image. A panel of B is ``NR`` consecutive
+  output pixels, and for stride 1 consecutive pixels of one output row read consecutive input columns:
+  the lane loop is a masked contiguous load, gathered only where a panel wraps to the next row.
+- NHWC: ``y`` is the ``[n*p*q, k]`` matrix ``im2col(x) @ weight^T`` (images folded into M: one batch, no
+  edge tile per image, and ``y``'s rows are exactly those of the GEMM's C). The patches are A, the
+  weight is B (``B[kk, j] = weight[j, kk]``). A panel of A is ``MR`` pixels; for each of its pixels and
+  each filter tap ``(r, s)`` the ``c`` channels are a contiguous run of x, so the packer walks pixels
+  outermost and channels innermost (contiguous reads, writes ``MR`` apart).
+
+Each packer is one launch whose blocks (one host thread each) take ``panels`` consecutive panels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from compiler.ir import Kernel, blockIdx, f32, if_, kernel, let, logical_and, lower, range_, select
+from compiler.ops.conv2d_spec import Conv2dSpec
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class ConvGemm:
+    """The GEMM a convolution is, in the spec's layout: which operand is the image and the C strides."""
+
+    spec: Conv2dSpec
+
+    @property
+    def image_is_b(self) -> bool:
+        """NCHW packs the patches as B (pixels along N), NHWC as A (pixels along M)."""
+        return self.spec.layout == "NCHW"
+
+    @property
+    def batch(self) -> int:
+        return self.spec.n if self.image_is_b else 1
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        """``(M, N, K)`` of one batch."""
+        spec = self.spec
+        pixels, taps = spec.p * spec.q, spec.c * spec.r * spec.s
+        return (spec.k, pixels, taps) if self.image_is_b else (spec.n * pixels, spec.k, taps)
+
+    @property
+    def c_strides(self) -> tuple[int, int]:
+        """``(c_batch_stride, c_row_stride)`` writing C straight into ``y``."""
+        spec = self.spec
+        pixels = spec.p * spec.q
+        return (spec.k * pixels, pixels) if self.image_is_b else (spec.n * pixels * spec.k, spec.k)
+
+
+def _overshoot(spec: Conv2dSpec, lanes: int) -> int:
+    """Coordinates past an edge a packer forms under its predicate: the padding, plus a partial panel."""
+    return max(spec.padding) + lanes * max(spec.stride) + lanes
+
+
+def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> Kernel:
+    """Pack the weight, a ``[k, K]`` matrix, into ``lanes``-wide panels of output channels.
+
+    The result ``wp`` is ``(1, ceil(k/lanes), K, lanes)``: ``wp[0, t, kk, l] = weight[t*lanes + l, kk]``.
+    That is packed A for NCHW (``lanes = MR``) and packed B for NHWC (``lanes = NR``). Channels run
+    along the lanes, so each lane reads its own weight row; the blocks write whole panels.
+    """
+    taps = spec.c * spec.r * spec.s
+    tiles = _ceil_div(spec.k, lanes)
+    grid = _ceil_div(tiles, panels)
+    with kernel(name, block=1, grid=grid) as k:
+        weight = k.tensor("weight", f32, (spec.k, taps), const=True, overshoot=lanes * panels)
+        wp = k.tensor("wp", f32, (tiles, taps, lanes), overshoot=0)
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                for kk in range_(taps, name="kk"):
+                    for lane in range_(lanes, name="l", simd=True):
+                        row = tile * lanes + lane
+                        wp[tile, kk, lane] = select(row < spec.k, weight[row, kk], 0.0)
+    return lower(k.kernel)
+
+
+def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int) -> Kernel:
+    """Pack im2col of each NCHW image as B: ``bp[b, t, kk, l]`` is tap ``kk = (c, r, s)`` of pixel ``t*nr + l``.
+
+    ``bp`` is ``(n, ceil(p*q/nr), c*r*s, nr)``. Blocks are ``(panel group, image)``; each lane's output
+    row and column are decoded once per panel, then every tap is one pass over the lanes.
+    """
+    pixels = spec.p * spec.q
+    tiles = _ceil_div(pixels, nr)
+    groups = _ceil_div(tiles, panels)
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    taps = spec.c * spec.r * spec.s
+    with kernel(name, block=1, grid=(groups, spec.n)) as k:
+        x = k.tensor("x", f32, spec.x_shape, const=True, overshoot=_overshoot(spec, nr))
+        bp = k.tensor("bp", f32, (spec.n, tiles, taps, nr), overshoot=0)
+        image = blockIdx.y
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                for c in range_(spec.c, name="c"):
+                    for r in range_(spec.r, name="r"):
+                        for s in range_(spec.s, name="s"):
+                            kk = let("kk", (c * spec.r + r) * spec.s + s)
+                            for lane in range_(nr, name="l", simd=True):
+                                pixel = tile * nr + lane
+                                h = pixel // spec.q * sh - ph + r * dh
+                                w = pixel % spec.q * sw - pw + s * dw
+                                inside = logical_and(pixel < pixels, h >= 0, h < spec.h, w >= 0, w < spec.w)
+                                bp[image, tile, kk, lane] = select(inside, x[image, c, h, w], 0.0)
+    return lower(k.kernel)
+
+
+def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) -> Kernel:
+    """Pack im2col of the NHWC input as A: ``ap[0, t, kk, l]`` is tap ``kk = (r, s, c)`` of pixel ``t*mr + l``.
+
+    ``ap`` is ``(1, ceil(n*p*q/mr), r*s*c, mr)``; pixels are numbered across images. For each lane (a
+    pixel) and each tap ``(r, s)`` the channel run is contiguous in x.
+    """
+    pixels = spec.n * spec.p * spec.q
+    tiles = _ceil_div(pixels, mr)
+    grid = _ceil_div(tiles, panels)
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    taps = spec.c * spec.r * spec.s
+    with kernel(name, block=1, grid=grid) as k:
+        x = k.tensor("x", f32, spec.x_shape, const=True, overshoot=_overshoot(spec, mr))
+        ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                for lane in range_(mr, name="l"):
+                    pixel = let("pixel", tile * mr + lane)
+                    image = let("image", pixel // (spec.p * spec.q))
+                    h0 = let("h0", pixel // spec.q % spec.p * sh - ph)
+                    w0 = let("w0", pixel % spec.q * sw - pw)
+                    for r in range_(spec.r, name="r"):
+                        for s in range_(spec.s, name="s"):
+                            h = let("h", h0 + r * dh)
+                            w = let("w", w0 + s * dw)
+                            inside = let("inside", logical_and(pixel < pixels, h >= 0, h < spec.h,
+                                                               w >= 0, w < spec.w))
+                            for c in range_(spec.c, name="c", simd=True):
+                                kk = (r * spec.s + s) * spec.c + c
+                                ap[tile, kk, lane] = select(inside, x[image, h, w, c], 0.0)
+    return lower(k.kernel)
+
+
+def im2col(spec: Conv2dSpec, x: np.ndarray) -> np.ndarray:
+    """The explicit im2col of ``x`` (numpy; the model the packers are tested against, and a bench peer).
+
+    NCHW: ``(n, c*r*s, p*q)``, the B operand of each image; NHWC: ``(n*p*q, r*s*c)``, the A operand.
+    """
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    spans = (dh * (spec.r - 1) + 1, dw * (spec.s - 1) + 1)
+    if spec.layout == "NCHW":
+        padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        # windows[n, c, p, q, r, s]
+        windows = sliding_window_view(padded, spans, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+        windows = windows[:, :, :spec.p, :spec.q]
+        return windows.transpose(0, 1, 4, 5, 2, 3).reshape(spec.n, spec.c * spec.r * spec.s, spec.p * spec.q)
+    padded = np.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    # windows[n, p, q, c, r, s]
+    windows = sliding_window_view(padded, spans, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
+    windows = windows[:, :spec.p, :spec.q]
+    return windows.transpose(0, 1, 2, 4, 5, 3).reshape(spec.n * spec.p * spec.q, spec.r * spec.s * spec.c)
+
+
+def pack_rows(a: np.ndarray, mr: int) -> np.ndarray:
+    """Packed A of one ``[M, K]`` matrix: ``(ceil(M/mr), K, mr)``, zero rows past M."""
+    m, k = a.shape
+    padded = np.zeros((_ceil_div(m, mr) * mr, k), a.dtype)
+    padded[:m] = a
+    return padded.reshape(-1, mr, k).transpose(0, 2, 1)
+
+
+def pack_columns(b: np.ndarray, nr: int) -> np.ndarray:
+    """Packed B of one ``[K, N]`` matrix: ``(ceil(N/nr), K, nr)``, zero columns past N."""
+    return pack_rows(b.T, nr)
