@@ -31,7 +31,22 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from compiler.ir import Kernel, blockIdx, f32, if_, kernel, let, logical_and, lower, range_, select
+from compiler.ir import (
+    Buffer,
+    Expr,
+    Kernel,
+    blockIdx,
+    f32,
+    if_,
+    kernel,
+    let,
+    logical_and,
+    lower,
+    max_,
+    min_,
+    range_,
+    select,
+)
 from compiler.ops.conv2d_spec import Conv2dSpec
 
 
@@ -97,35 +112,103 @@ def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> 
     return lower(k.kernel)
 
 
-def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int) -> Kernel:
+#: How the NCHW packer reads x: by runs of one output row (contiguous loads) or lane by lane (gathers).
+PACK_MODES = ("runs", "gather")
+
+
+def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int, mode: str = "runs") -> Kernel:
     """Pack im2col of each NCHW image as B: ``bp[b, t, kk, l]`` is tap ``kk = (c, r, s)`` of pixel ``t*nr + l``.
 
-    ``bp`` is ``(n, ceil(p*q/nr), c*r*s, nr)``. Blocks are ``(panel group, image)``; each lane's output
-    row and column are decoded once per panel, then every tap is one pass over the lanes.
+    ``bp`` is ``(n, ceil(p*q/nr), c*r*s, nr)``; blocks are ``(panel group, image)``. Two ways to read x
+    (``mode``), each faster on some shapes (measured; the schedule chooses):
+
+    - ``runs``: a panel's pixels fall into runs that lie in one output row (a panel touches at most
+      ``(nr - 2) // q + 2`` rows). In a run a tap reads x along one input row with stride ``stride_w``:
+      contiguous loads for stride 1, and the padding tests are a few scalar bounds per run and tap.
+      A 1x1 convolution with stride 1 and no padding is x itself: its run is the whole panel. Best
+      where output rows are long against ``nr``.
+    - ``gather``: every lane decodes its own pixel and tests its own bounds; the compiler turns the
+      lane loop into a masked gather. No per-run overhead, so best on short output rows.
     """
+    if mode not in PACK_MODES:
+        raise ValueError(f"pack mode must be one of {PACK_MODES}, got {mode!r}")
     pixels = spec.p * spec.q
     tiles = _ceil_div(pixels, nr)
     groups = _ceil_div(tiles, panels)
-    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
-    taps = spec.c * spec.r * spec.s
     with kernel(name, block=1, grid=(groups, spec.n)) as k:
-        x = k.tensor("x", f32, spec.x_shape, const=True, overshoot=_overshoot(spec, nr))
-        bp = k.tensor("bp", f32, (spec.n, tiles, taps, nr), overshoot=0)
-        image = blockIdx.y
+        x = k.tensor("x", f32, (spec.n, spec.c, spec.h * spec.w), const=True, overshoot=_overshoot(spec, nr))
+        bp = k.tensor("bp", f32, (spec.n, tiles, spec.c * spec.r * spec.s, nr), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
             with if_(tile < tiles):
-                for c in range_(spec.c, name="c"):
-                    for r in range_(spec.r, name="r"):
-                        for s in range_(spec.s, name="s"):
-                            kk = let("kk", (c * spec.r + r) * spec.s + s)
-                            for lane in range_(nr, name="l", simd=True):
-                                pixel = tile * nr + lane
-                                h = pixel // spec.q * sh - ph + r * dh
-                                w = pixel % spec.q * sw - pw + s * dw
-                                inside = logical_and(pixel < pixels, h >= 0, h < spec.h, w >= 0, w < spec.w)
-                                bp[image, tile, kk, lane] = select(inside, x[image, c, h, w], 0.0)
+                (_pack_runs if mode == "runs" else _pack_gathered)(spec, x, bp, blockIdx.y, tile, nr)
     return lower(k.kernel)
+
+
+def _pack_gathered(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    for c in range_(spec.c, name="c"):
+        for r in range_(spec.r, name="r"):
+            for s in range_(spec.s, name="s"):
+                kk = let("kk", (c * spec.r + r) * spec.s + s)
+                for lane in range_(nr, name="l", simd=True):
+                    pixel = tile * nr + lane
+                    h = pixel // spec.q * sh - ph + r * dh
+                    w = pixel % spec.q * sw - pw + s * dw
+                    inside = logical_and(pixel < spec.p * spec.q, h >= 0, h < spec.h, w >= 0, w < spec.w)
+                    bp[image, tile, kk, lane] = select(inside, x[image, c, h * spec.w + w], 0.0)
+
+
+def _pack_runs(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
+    pixels = spec.p * spec.q
+    flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+    run = pixels if flat else spec.q
+    runs = 1 if flat else min(spec.p, (nr - 2) // spec.q + 2)
+    first = let("first", tile * nr)
+    valid = let("valid", min_(nr, pixels - first))
+    for segment in range_(runs, name="seg"):
+        row = let("row", first // run + segment)
+        lo = let("lo", max_(0, row * run - first))
+        count = let("count", min_(valid, (row + 1) * run - first) - lo)
+        # Output column of the run's first pixel; the run's lanes are lo .. lo + count - 1.
+        column = let("column", first + lo - row * run)
+        for c in range_(spec.c, name="c"):
+            if flat:
+                for lane in range_(count, name="l", simd=True):
+                    bp[image, tile, c, lo + lane] = x[image, c, column + lane]
+            else:
+                _pack_run(spec, x, bp, image, tile, c, row, lo, count, column)
+    # Lanes past the last pixel (last panel only).
+    for kk in range_(spec.c * spec.r * spec.s, name="kk"):
+        for lane in range_(nr - valid, name="l", simd=True):
+            bp[image, tile, kk, valid + lane] = 0.0
+
+
+def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, c: Expr, row: Expr, lo: Expr,
+              count: Expr, column: Expr) -> None:
+    """Every tap of channel ``c`` for the ``count`` pixels of output row ``row`` from ``column`` on.
+
+    Per tap the run splits into lanes left of the image (zero), inside it (copied: an unconditional
+    load, which the compiler vectorises as a plain contiguous load for stride 1; a conditional one
+    becomes a masked gather) and right of it (zero).
+    """
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    for r in range_(spec.r, name="r"):
+        h = let("h", row * sh - ph + r * dh)
+        h_inside = let("h_inside", logical_and(h >= 0, h < spec.h))
+        for s in range_(spec.s, name="s"):
+            kk = let("kk", (c * spec.r + r) * spec.s + s)
+            w0 = let("w0", column * sw - pw + s * dw)
+            # Lanes l with 0 <= w0 + l*sw < w: from ceil(-w0 / sw) to ceil((w - w0) / sw); C division
+            # truncates, so numerators are kept non-negative or the bound is clamped to [begin, count].
+            begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
+            end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
+            for lane in range_(begin, name="l", simd=True):
+                bp[image, tile, kk, lo + lane] = 0.0
+            for lane in range_(end - begin, name="l", simd=True):
+                bp[image, tile, kk, lo + begin + lane] = x[image, c, h * spec.w + w0 + (begin + lane) * sw]
+            for lane in range_(count - end, name="l", simd=True):
+                bp[image, tile, kk, lo + end + lane] = 0.0
 
 
 def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) -> Kernel:

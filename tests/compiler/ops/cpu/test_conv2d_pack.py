@@ -48,11 +48,12 @@ def test_the_numpy_im2col_times_the_weight_is_the_convolution() -> None:
 
 
 @pytest.mark.parametrize("name", SPECS)
-@pytest.mark.parametrize(("lanes", "panels"), [(16, 1), (8, 3), (5, 2)])
-def test_nchw_patches_pack_as_b(run_on_cpu, name: str, lanes: int, panels: int) -> None:
+@pytest.mark.parametrize("mode", conv_pack.PACK_MODES)
+@pytest.mark.parametrize(("lanes", "panels"), [(16, 1), (32, 3), (5, 2)])
+def test_nchw_patches_pack_as_b(run_on_cpu, name: str, mode: str, lanes: int, panels: int) -> None:
     spec = _spec(name, "NCHW")
     x = np.random.default_rng(2).uniform(-1, 1, spec.x_shape).astype(np.float32)
-    kernel = conv_pack.pack_nchw_patches_kernel("pack_patches", spec, lanes, panels)
+    kernel = conv_pack.pack_nchw_patches_kernel("pack_patches", spec, lanes, panels, mode)
     expected = np.stack([conv_pack.pack_columns(cols, lanes) for cols in conv_pack.im2col(spec, x)])
     got = _run(run_on_cpu, kernel, {"x": x}, "bp", expected.shape)
     np.testing.assert_array_equal(got, expected)
