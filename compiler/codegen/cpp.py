@@ -20,7 +20,8 @@ Spelling. Pointers are ``__restrict__``; math is ``<cmath>``'s float functions (
 ``simd`` (``range_(..., simd=True)``: independent iterations) gets ``#pragma omp simd`` instead
 (GCC allows one of the two before a loop). The serial
 thread loop gets none: on the example kernels it measured no faster (their inner work is a call of
-``expf`` or a loop of its own). Loops always start at 0 with step 1, as the IR's ``For`` does.
+``expf`` or a loop of its own). Loops start where the IR's ``For`` says (0 unless given) and step by
+its constant step; ``prefetch`` hints are ``__builtin_prefetch``.
 
 Example::
 
@@ -98,6 +99,7 @@ HOST = Dialect(
         "min": "std::min", "max": "std::max", "fmin": "fminf", "fmax": "fmaxf", "abs": "fabsf",
         "exp": "expf", "exp2": "exp2f", "fast_exp": "expf", "log": "logf", "sqrt": "sqrtf",
         "rsqrt": "wm_rsqrtf", "fast_div": "wm_divf", "fma": "fmaf",
+        "prefetch": "__builtin_prefetch",
     }),
     conversions=MappingProxyType({}),
     type_headers=MappingProxyType({}),

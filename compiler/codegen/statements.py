@@ -131,5 +131,7 @@ class StmtRenderer:
                 self.dialect.unroll_factor_pragma.format(factor=stmt.unroll.factor))
             lines.append(pad + pragma)
         name = self.names.var(stmt.var)
-        header = f"for (int {name} = 0; {name} < {self.expr(stmt.extent)}; ++{name}) {{"
+        start = "0" if stmt.start is None else self.expr(stmt.start)
+        advance = f"++{name}" if stmt.step == 1 else f"{name} += {stmt.step}"
+        header = f"for (int {name} = {start}; {name} < {self.expr(stmt.extent)}; {advance}) {{"
         return [*lines, pad + header, *self.body(stmt.body, depth + 1), pad + "}"]

@@ -16,9 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from compiler.ir.expr import Binary, BuiltinVar, Call, Cast, Const, Expr, Var
 from compiler.ir.types import DataType, integer_range
+
+if TYPE_CHECKING:
+    from compiler.ir.stmt import For
 
 Interval = tuple[int, int]
 
@@ -98,3 +102,15 @@ def _binary(expr: Binary, env: RangeEnv) -> Interval | None:
         return (alo, ahi) if ahi < blo else (0, min(ahi, bhi - 1))
     return None
 
+
+
+def loop_interval(loop: For, env: RangeEnv) -> Interval | None:
+    """The range of ``loop``'s index inside its body (``start`` up to ``extent - 1``), or ``None``.
+
+    A loop that cannot run gets its start as a one-value range: its body never sees the index.
+    """
+    start = (0, 0) if loop.start is None else interval(loop.start, env)
+    end = interval(loop.extent, env)
+    if start is None or end is None:
+        return None
+    return start[0], max(end[1] - 1, start[0])

@@ -87,7 +87,8 @@ def _run(body: Body, state: _State) -> None:
         elif isinstance(stmt, If):
             _run(stmt.then if _eval(stmt.cond, state) else stmt.otherwise, state)
         elif isinstance(stmt, For):
-            for value in range(_eval(stmt.extent, state)):
+            start = 0 if stmt.start is None else _eval(stmt.start, state)
+            for value in range(start, _eval(stmt.extent, state), stmt.step):
                 state.values[id(stmt.var)] = value
                 _run(stmt.body, state)
         elif isinstance(stmt, While):

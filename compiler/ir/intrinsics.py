@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.ir.expr import Call, Cast, Expr, Lane, MakeVector, Select, Unary, as_expr, binary
-from compiler.ir.types import DataType, Type, VectorType, bf16, boolean, f16, f32, i32, u32, vec, void
+from compiler.ir.types import DataType, PointerType, Type, VectorType, bf16, boolean, f16, f32, i32, u32, vec, void
 
 #: Header of the tensor-core and async-copy wrappers.
 PRIMS_HEADER = "warpmap/prims.cuh"
@@ -211,3 +211,19 @@ def extern_call(func: str, *args: Any, returns: Type = void, header: str = PRIMS
                 template_args: tuple[int, ...] = ()) -> Call:
     """A call of a device function declared in ``header`` (by default the ``wm_*`` wrappers)."""
     return Call(func, tuple(as_expr(a) for a in args), returns, header, template_args)
+
+
+def prefetch(address: Expr, *, write: bool = False, locality: int = 3) -> Call:
+    """A hint to bring the cache line at ``address`` (``buffer.address(...)``) closer; evaluate it with
+    ``call(prefetch(...))``. ``write`` says the line will be written, ``locality`` (0-3) how long it
+    should stay cached.
+
+    Host only: the host spells it ``__builtin_prefetch``; CUDA has no spelling and refuses it (a GPU
+    kernel wanting the data earlier stages it through shared memory instead), so a kernel that asks
+    for a hint says it is a host kernel.
+    """
+    if not isinstance(address.type, PointerType):
+        raise TypeError(f"prefetch needs an address (buffer.address(...)), got {address!r}")
+    if not 0 <= locality <= 3:
+        raise ValueError(f"prefetch locality is 0 to 3, got {locality}")
+    return Call("prefetch", (address, as_expr(int(write), i32), as_expr(locality, i32)), void)

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from compiler.ir.buffer import OVERSHOOT, Buffer, make_buffer
-from compiler.ir.expr import BuiltinVar, Call, Expr, Var, as_expr
+from compiler.ir.expr import BuiltinVar, Call, Const, Expr, Var, as_expr
 from compiler.ir.intrinsics import as_condition
 from compiler.ir.kernel import Dim3, Kernel, dim3
 from compiler.ir.scope import StatementBuilder, active_builder, building
@@ -174,15 +174,23 @@ def assign(variable: Var, value: Any) -> None:
     builder.emit(Assign(variable, expr))
 
 
-def range_(extent: Any, *, name: str = "k", unroll: bool | int = False, simd: bool = False) -> Iterator[Var]:
-    """A run-time loop ``for (name = 0; name < extent; ++name)``.
+def range_(extent: Any, *, name: str = "k", unroll: bool | int = False, simd: bool = False,
+           start: Any = 0, step: int = 1) -> Iterator[Var]:
+    """A run-time loop ``for (name = start; name < extent; name += step)`` (``extent`` is the end).
 
     ``unroll=True`` adds ``#pragma unroll``, ``unroll=N`` adds ``#pragma unroll N``. ``simd=True``
-    promises independent iterations (see ``For.simd``): the host vectorises them.
+    promises independent iterations (see ``For.simd``): the host vectorises them. ``start`` is any
+    i32 value, ``step`` a positive int.
     """
     bound = as_expr(extent, i32)
     if bound.type != i32:
         raise TypeError(f"range_ needs an i32 extent, got {bound!r} of type {bound.type}")
+    first = as_expr(start, i32)
+    if first.type != i32:
+        raise TypeError(f"range_ needs an i32 start, got {first!r} of type {first.type}")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        raise ValueError(f"range_ step must be a positive int, got {step!r}")
+    origin = None if isinstance(first, Const) and first.value == 0 else first
     if unroll is not False and (unroll is not True and (not isinstance(unroll, int) or unroll < 1)):
         raise ValueError(f"unroll must be True, False or a positive factor, got {unroll!r}")
     attr = None if unroll is False else Unroll(None if unroll is True else int(unroll))
@@ -190,7 +198,7 @@ def range_(extent: Any, *, name: str = "k", unroll: bool | int = False, simd: bo
     index = Var(name, i32)
     builder.push()
     yield index
-    builder.emit(For(index, bound, builder.pop(), attr, simd))
+    builder.emit(For(index, bound, builder.pop(), attr, simd, origin, step))
 
 
 @contextmanager

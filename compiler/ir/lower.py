@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from compiler.ir.bounds import RangeEnv, interval
+from compiler.ir.bounds import RangeEnv, interval, loop_interval
 from compiler.ir.expr import TASK_INDEX_NAMES, Const, Expr, Var
 from compiler.ir.kernel import Kernel
 from compiler.ir.rewrite import fresh_copy, map_children, substitute
@@ -56,8 +56,8 @@ def lower_task_loops(body: Body, env: RangeEnv) -> Body:
         if isinstance(stmt, TaskLoop):
             out.extend(_lower_task_loop(stmt, env))
         elif isinstance(stmt, For):
-            extent = interval(stmt.extent, env)
-            inner = env if extent is None else env.with_var(stmt.var, (0, max(extent[1] - 1, 0)))
+            bounds = loop_interval(stmt, env)
+            inner = env if bounds is None else env.with_var(stmt.var, bounds)
             out.append(replace(stmt, body=lower_task_loops(stmt.body, inner)))
         else:
             out.append(map_children(stmt, lambda e: e, lambda b: lower_task_loops(b, env)))

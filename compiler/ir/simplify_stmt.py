@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.ir.bounds import RangeEnv, interval
+from compiler.ir.bounds import RangeEnv, interval, loop_interval
 from compiler.ir.expr import Binary, BuiltinVar, Const, Expr, Var
 from compiler.ir.rewrite import map_children, substitute
 from compiler.ir.simplify import simplify_expr
@@ -38,14 +38,19 @@ def _statement(stmt: Stmt, env: RangeEnv) -> tuple[Body, RangeEnv]:
         return (If(cond, then, otherwise),), env
     if isinstance(stmt, For):
         extent = simplify_expr(stmt.extent, env)
-        if isinstance(extent, Const) and extent.value <= 0:
+        start = None if stmt.start is None else simplify_expr(stmt.start, env)
+        if isinstance(start, Const) and start.value == 0:
+            start = None
+        first = 0 if start is None else start.value if isinstance(start, Const) else None
+        if isinstance(extent, Const) and first is not None and extent.value <= first:
             return (), env
-        if isinstance(extent, Const) and extent.value == 1:
-            inlined = tuple(substitute(s, {stmt.var: Const(0, i32)}) for s in stmt.body)
+        if isinstance(extent, Const) and first is not None and extent.value - first <= stmt.step:
+            inlined = tuple(substitute(s, {stmt.var: Const(first, i32)}) for s in stmt.body)
             return simplify_body(inlined, env), env
-        bounds = interval(extent, env)
-        inner = env if bounds is None else env.with_var(stmt.var, (0, max(bounds[1] - 1, 0)))
-        return (replace(stmt, extent=extent, body=simplify_body(stmt.body, inner)),), env
+        loop = replace(stmt, extent=extent, start=start)
+        bounds = loop_interval(loop, env)
+        inner = env if bounds is None else env.with_var(stmt.var, bounds)
+        return (replace(loop, body=simplify_body(stmt.body, inner)),), env
     if isinstance(stmt, While):
         return (While(simplify_expr(stmt.cond, env), simplify_body(stmt.body, env)),), env
     if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:

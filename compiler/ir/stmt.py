@@ -91,11 +91,13 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """``for (var = 0; var < extent; ++var) body`` (loops always start at zero with step one).
+    """``for (var = start; var < extent; var += step) body``: ``extent`` is the exclusive end.
 
-    ``simd`` is the writer's promise that iterations are independent (no value carried from one to
-    the next), so a host target may run them in vector lanes (``#pragma omp simd``); GPU targets
-    ignore it.
+    ``start`` is an i32 expression, ``None`` for zero (the form every pass and target knew first,
+    rendered as before); ``step`` is a positive constant, so a loop's index range is known from its
+    ends alone. ``simd`` is the writer's promise that iterations are independent (no value carried
+    from one to the next), so a host target may run them in vector lanes (``#pragma omp simd``); GPU
+    targets ignore it.
     """
 
     var: Var
@@ -103,6 +105,12 @@ class For(Stmt):
     body: Body
     unroll: Unroll | None = None
     simd: bool = False
+    start: Expr | None = None
+    step: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.step, int) or isinstance(self.step, bool) or self.step < 1:
+            raise ValueError(f"loop over {self.var.name}: step must be a positive int, got {self.step!r}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,283 @@
+"""The cpu templates against numpy (OpenBLAS) and torch (CPU), side by side in one run.
+
+Sections (``--only matmul,...``; all by default):
+
+- ``matmul``: the cpu matmul template (``compiler.ops.cpu.matmul``) at 256, 512, 1024, 2048 square and
+  the BERT-base shapes (M = 128; N, K in 768/3072), float32, row-major, all cores. "tuned" is the best
+  of a quick sweep of the level-2 space (the default schedule plus ``--sweep`` seeded samples, each
+  timed briefly; the search engine replaces this sweep when it lands), "default" is
+  ``default_schedule``. Every contender is then timed in ``--rounds`` interleaved rounds, in a
+  shuffled order each round, under one protocol (``compiler.backends.timing``): warm-up by time, at
+  least N repetitions or about T ms. Our figure times the whole program (packing launches included),
+  each launch compiled and loaded by ``compiler.backends.cpu``. The table gives GFLOP/s (2mnk per
+  second) as the median over all samples with p20/p80, the ratio to numpy's median, and the fraction
+  of the machine's FP32 peak.
+
+The peak is shown twice: the estimate of ``detect_cpu().peak_gflops_f32`` (FMA pipes x lanes x 2 x
+cores x the clock the OS reports, which may be far below the clock under load), and a measured one:
+a kernel of independent register FMAs in the same IR on all cores.
+
+OpenBLAS is run as it runs by default here: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from
+this process's environment before numpy loads (the kernel it picks is printed, from threadpoolctl
+when installed). Idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE unless set), and each contender
+starts after a short pause, so neither library's idle threads spin against the other's.
+
+Usage: ``python bench/cpu_vs_numpy.py [--only matmul] [--rounds 5] [--sweep 12] [--shapes 1024,bert]``
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before numpy loads OpenBLAS: let it pick its kernel for this machine; libgomp reads the policy once.
+os.environ.pop("OPENBLAS_CORETYPE", None)
+os.environ.pop("OPENBLAS_L2_SIZE", None)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import datetime
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compiler.backends import cpu
+from compiler.backends.timing import Protocol, measure, percentile
+from compiler.codegen.cpp import render_host
+from compiler.cpu_device import CpuDevice, detect_cpu
+from compiler.ir import blockIdx, f32, fma, kernel, lower, range_, registers
+from compiler.ops.cpu import matmul
+from compiler.ops.cpu.gemm import GemmTile
+from compiler.ops.matmul_spec import MatmulSpec
+from compiler.program import Program, launch_arguments
+from compiler.space import schedule_values
+
+Call = Callable[[], object]
+PAUSE_S = 0.05
+SHAPES = {
+    "256": (256, 256, 256), "512": (512, 512, 512), "1024": (1024, 1024, 1024), "2048": (2048, 2048, 2048),
+    "bert-qkv": (128, 768, 768), "bert-ffn1": (128, 3072, 768), "bert-ffn2": (128, 768, 3072),
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    device: CpuDevice
+    config: cpu.CpuConfig
+    rounds: int
+    sweep: int
+    protocol: Protocol
+    peak: float
+
+
+def _try_torch():  # type: ignore[no-untyped-def]
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def blas_kernel() -> str:
+    """Which OpenBLAS numpy runs, and its kernel (threadpoolctl's view), or why that is unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    np.ones((2, 2)) @ np.ones((2, 2))
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return "; ".join(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} "
+                     f"{i.get('num_threads')} threads" for i in blas) or "no BLAS found"
+
+
+def program_call(program: Program, buffers: dict[str, np.ndarray], config: cpu.CpuConfig) -> Call:
+    """A call running every launch of ``program`` in order on ``buffers`` (arguments checked once)."""
+    loaded = []
+    for launch in program.launches:
+        artifact = cpu.compile(render_host(launch.kernel), config)
+        loaded.append(cpu.load(artifact, config))
+    args = [cpu.check_args(lk.artifact.kernel, a) for lk, a in zip(loaded, launch_arguments(program, buffers),
+                                                                    strict=True)]
+
+    def call(keep: dict[str, np.ndarray] = buffers) -> None:  # keep: args point into these arrays
+        for lk, values in zip(loaded, args, strict=True):
+            lk.function(*values, lk.workers)
+
+    return call
+
+
+def _timed(calls: dict[str, Call], rounds: int, protocol: Protocol) -> dict[str, list[int]]:
+    """Samples per contender over interleaved rounds, a shuffled order per round, a pause before each."""
+    samples: dict[str, list[int]] = {name: [] for name in calls}
+    order = list(calls)
+    shuffle = random.Random(0)
+    for _ in range(rounds):
+        shuffle.shuffle(order)
+        for name in order:
+            time.sleep(PAUSE_S)
+            samples[name] += measure(calls[name], protocol).samples_ns
+    return samples
+
+
+def _rates(flops: float, samples_ns: list[int]) -> tuple[float, float, float]:
+    """GFLOP/s median, p20, p80 (p20 of the rate is the p80 of the time)."""
+    return (flops / percentile(samples_ns, 50), flops / percentile(samples_ns, 80),
+            flops / percentile(samples_ns, 20))
+
+
+def measured_peak(ctx: Context) -> float:
+    """GFLOP/s of a kernel doing only register FMAs (12 x 2 vectors of independent chains per core)."""
+    lanes, steps, cores = ctx.device.f32_lanes, 20000, ctx.config.workers
+    rows, width = 12, 2 * lanes
+    with kernel("fma_peak", block=1, grid=cores) as k:
+        out = k.tensor("out", f32, (cores, rows, width))
+        acc = registers("acc", f32, (rows, width))
+        for i in range_(rows, name="i", unroll=True):
+            for j in range_(width, name="j", simd=True):
+                acc[i, j] = 1.0
+        for _ in range_(steps, name="s"):
+            for i in range_(rows, name="i", unroll=True):
+                for j in range_(width, name="j", simd=True):
+                    acc[i, j] = fma(acc[i, j], 0.999999, 1e-6)
+        for i in range_(rows, name="i", unroll=True):
+            for j in range_(width, name="j", simd=True):
+                out[blockIdx.x, i, j] = acc[i, j]
+    loaded = cpu.load(cpu.compile(render_host(lower(k.kernel)), ctx.config), ctx.config)
+    buffer = np.zeros((cores, rows, width), np.float32)
+    samples = cpu.time(loaded, [buffer], Protocol(warmup_ms=20, min_repetitions=20, target_ms=100))
+    return 2 * cores * rows * width * steps / percentile(samples.samples_ns, 20)
+
+
+def _sweep(spec: MatmulSpec, ctx: Context, a: np.ndarray, b: np.ndarray) -> tuple[GemmTile, GemmTile, float]:
+    """(tuned, default, seconds spent): the fastest of the default and ``ctx.sweep`` sampled tiles."""
+    start = time.perf_counter()
+    default = matmul.default_schedule(spec, ctx.device)
+    candidates = [default, *matmul.space(spec, ctx.device, 2).sample(ctx.sweep, seed=1)]
+    quick = Protocol(warmup_ms=10, min_repetitions=3, target_ms=30)
+    best: tuple[float, GemmTile] | None = None
+    for tile in dict.fromkeys(candidates):
+        call = _matmul_call(spec, tile, ctx, a, b)
+        time.sleep(PAUSE_S)
+        median = measure(call, quick).median_ns
+        if best is None or median < best[0]:
+            best = (median, tile)
+    assert best is not None
+    return best[1], default, time.perf_counter() - start
+
+
+def _matmul_call(spec: MatmulSpec, tile: GemmTile, ctx: Context, a: np.ndarray, b: np.ndarray) -> Call:
+    program = matmul.build(spec, tile)
+    buffers = {"a": a, "b": b, "c": np.empty(spec.c_shape, np.float32)}
+    buffers |= {w.name: np.empty(w.shape, np.float32) for w in program.workspaces}
+    call = program_call(program, buffers, ctx.config)
+    call()
+    expected = a.reshape(spec.m, spec.k).astype(np.float64) @ b.reshape(spec.k, spec.n)
+    error = np.linalg.norm(buffers["c"].reshape(spec.m, spec.n) - expected) / np.linalg.norm(expected)
+    if not error < 1e-5:
+        raise RuntimeError(f"{tile}: relative error {error:.3g} at {spec}")
+    return call
+
+
+def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
+    torch = _try_torch()
+    rows = []
+    for name in shapes:
+        m, n, k = SHAPES[name]
+        spec = MatmulSpec(m=m, n=n, k=k)
+        rng = np.random.default_rng(0)
+        a = rng.uniform(-1, 1, spec.a_shape).astype(np.float32)
+        b = rng.uniform(-1, 1, spec.b_shape).astype(np.float32)
+        tuned, default, spent = _sweep(spec, ctx, a, b)
+        a2, b2 = a.reshape(m, k), b.reshape(k, n)
+        calls: dict[str, Call] = {
+            "numpy": lambda a2=a2, b2=b2: np.matmul(a2, b2),
+            "tuned": _matmul_call(spec, tuned, ctx, a, b),
+            "default": _matmul_call(spec, default, ctx, a, b),
+        }
+        if torch is not None:
+            ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
+            calls["torch"] = lambda ta=ta, tb=tb: torch.matmul(ta, tb)
+        samples = _timed(calls, ctx.rounds, ctx.protocol)
+        flops = 2 * m * n * k
+        numpy_median = _rates(flops, samples["numpy"])[0]
+        for who in ("numpy", "torch", "tuned", "default"):
+            if who not in samples:
+                rows.append([f"{m}x{n}x{k}", who, "n/a", "", "", ""])
+                continue
+            median, p20, p80 = _rates(flops, samples[who])
+            tile = tuned if who == "tuned" else default if who == "default" else None
+            note = "" if tile is None else _tile_text(tile)
+            if who == "tuned":
+                note += f" (sweep {spent:.0f} s)"
+            rows.append([f"{m}x{n}x{k}", who, f"{median:.1f} [{p20:.0f}, {p80:.0f}]",
+                         f"{median / numpy_median:.2f}x", f"{median / ctx.peak:.0%}", note])
+        print(f"  done {name}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _tile_text(tile: GemmTile) -> str:
+    v = schedule_values(tile)
+    return (f"{v['mr']}x{v['nr']} mc{v['mc']} kc{v['kc']} nc{v['nc']} u{v['k_unroll']}"
+            + ("" if v["prefetch_c"] else " no-prefetch"))
+
+
+SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul}
+HEADERS = {"matmul": ["shape m x n x k", "who", "GFLOP/s median [p20, p80]", "vs numpy", "of peak", "schedule"]}
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections, comma-separated: {', '.join(SECTIONS)}")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"matmul shapes: {', '.join(SHAPES)}")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sweep", type=int, default=12, help="level-2 tiles sampled besides the default")
+    parser.add_argument("--target-ms", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    sections = [s for s in args.only.split(",") if s]
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in sections if s not in SECTIONS] + [s for s in shapes if s not in SHAPES]
+    if unknown:
+        print(f"cpu_vs_numpy: unknown section or shape {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    reason = cpu.unavailable_reason()
+    if reason is not None:
+        print(f"cpu_vs_numpy: {reason}", file=sys.stderr)
+        return 2
+    device = detect_cpu()
+    with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+        config = cpu.CpuConfig(cache_dir=Path(os.environ.get("WM_BENCH_CACHE", tmp)))
+        protocol = Protocol(warmup_ms=20, min_repetitions=5, target_ms=args.target_ms)
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, 1.0)
+        peak = measured_peak(ctx)
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak)
+        torch = _try_torch()
+        estimate = device.peak_gflops_f32
+        print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
+              f"{device.model}, {device.isa_summary}, {config.workers} threads")
+        print(f"# peak FP32: measured {peak:.0f} GFLOP/s (register FMAs, all cores; 'of peak' uses it); "
+              f"estimate {estimate:.0f} GFLOP/s at the reported {device.clock_ghz} GHz" if estimate else "")
+        print(f"# numpy {np.__version__}: {blas_kernel()}; torch: "
+              + (f"{torch.__version__}, {torch.get_num_threads()} threads" if torch else "n/a (not installed)"))
+        print(f"# protocol: {args.rounds} interleaved rounds of {protocol}; tuned = best of a quick sweep "
+              f"(default + {args.sweep} level-2 samples), not the search engine")
+        for section in sections:
+            rows = SECTIONS[section](ctx, shapes)
+            print(f"\n## {section}\n")
+            print(_table(HEADERS[section], rows))
+        print(f"\n# load at the end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

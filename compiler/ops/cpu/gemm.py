@@ -1,0 +1,255 @@
+"""The packed GEMM of the cpu templates: packing launches for A and B, and a cache-blocked compute launch.
+
+The layout is a contract with the other cpu templates (conv2d packs its own operands into it):
+
+- packed A, float32 ``(batch_a, ceil(M/MR), K, MR)``: element ``[b, p, kk, r] = A_b[p*MR + r, kk]``,
+  zero where ``p*MR + r >= M``;
+- packed B, float32 ``(batch_b, ceil(N/NR), K, NR)``: element ``[b, q, kk, c] = B_b[kk, q*NR + c]``,
+  zero where ``q*NR + c >= N``.
+
+So one micro-panel (MR rows or NR columns over a run of k) is contiguous, and the zero padding lets
+the micro-kernel always compute a whole MR x NR tile: only its store is guarded.
+
+The compute launch is the GotoBLAS loop nest with the packing hoisted out. The OpenMP grid is
+``(ceil(N/NC), ceil(M/MC), batch)``: each block owns an MC x NC block of C and walks K in KC steps;
+within a step it runs NR-panels (outer: the KC x NR panel of B stays in L1) over MR-panels (inner:
+the MC x KC block of A stays in L2). The micro-kernel keeps its MR x NR tile in a register array,
+written as plain loops whose innermost (NR) loop is ``simd``: on g++ 12 that compiles to the same
+broadcast-and-FMA code as vector intrinsics (measured, see ``bench/cpu_vs_numpy.py``), and the lane
+count stays the schedule's business. The C tile is prefetched when the micro-kernel starts (the lines
+arrive while the k loop runs). A KC step after the first adds to what the previous one stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from compiler.ir import (
+    Buffer,
+    Expr,
+    blockIdx,
+    call,
+    else_,
+    f32,
+    fma,
+    if_,
+    kernel,
+    let,
+    logical_and,
+    lower,
+    min_,
+    prefetch,
+    range_,
+    registers,
+    select,
+)
+from compiler.ir.kernel import Kernel
+
+#: f32 elements in one 64-byte cache line (what one prefetch brings).
+LINE_FLOATS = 16
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """Blocking of the packed GEMM: an MR x NR register tile, MC x KC blocks of A, KC x NC of B.
+
+    ``k_unroll`` unrolls the micro-kernel's k loop; ``prefetch_c`` prefetches the C tile when the
+    micro-kernel starts.
+    """
+
+    mr: int
+    nr: int
+    mc: int
+    kc: int
+    nc: int
+    k_unroll: int = 4
+    prefetch_c: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("mr", "nr", "mc", "kc", "nc", "k_unroll"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GemmTile: {name} must be positive, got {self}")
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless the blocks are whole numbers of micro-tiles (spaces filter such
+        tiles with a constraint, so a tile may exist before it is checked)."""
+        if self.mc % self.mr or self.nc % self.nr:
+            raise ValueError(f"GemmTile: mc must be a multiple of mr and nc of nr, got {self}")
+
+    def accumulator_registers(self, lanes: int) -> int:
+        """Vector registers the micro-kernel keeps live: the tile, one row of B and a broadcast of A."""
+        return self.mr * ceil(self.nr / lanes) + ceil(self.nr / lanes) + 1
+
+
+def packed_a_shape(batch: int, m: int, k: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    return (batch, ceil(m / tile.mr), k, tile.mr)
+
+
+def packed_b_shape(batch: int, k: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    return (batch, ceil(n / tile.nr), k, tile.nr)
+
+
+def pack_a_kernel(name: str, *, batch: int, m: int, k: int, tile: GemmTile, layout: str) -> Kernel:
+    """Lowered kernel ``(a, ap)``: A (``(batch, m, k)`` row-major or ``(batch, k, m)`` for ``col``)
+    into the packed-A layout. One block per (MR-panel, batch); rows past M are zero."""
+    panels = ceil(m / tile.mr)
+    mr = tile.mr
+    with kernel(name, block=1, grid=(panels, batch)) as kb:
+        shape = (batch, m, k) if layout == "row" else (batch, k, m)
+        a = kb.tensor("a", f32, shape, const=True)
+        ap = kb.tensor("ap", f32, packed_a_shape(batch, m, k, tile))
+        p, b = blockIdx.x, blockIdx.y
+        rows = let("rows", min_(m - p * mr, mr))
+        if layout == "row":
+            # Rows outermost: each reads a contiguous run of A and writes with stride MR.
+            for r in range_(mr, name="r"):
+                with if_(r < rows):
+                    for kk in range_(k, name="kk", simd=True):
+                        ap[b, p, kk, r] = a[b, p * mr + r, kk]
+                with else_():
+                    for kk in range_(k, name="kk", simd=True):
+                        ap[b, p, kk, r] = 0.0
+        else:
+            # A whole panel copies contiguous runs; only the last one needs guards (and the
+            # simplifier drops this branch where M is a multiple of MR).
+            with if_(rows == mr):
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        ap[b, p, kk, r] = a[b, kk, p * mr + r]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for r in range_(mr, name="r", simd=True):
+                        _guarded_copy(ap, (b, p, kk, r), r < rows, a, (b, kk, p * mr + r))
+    return lower(kb.kernel)
+
+
+def pack_b_kernel(name: str, *, batch: int, k: int, n: int, tile: GemmTile, layout: str) -> Kernel:
+    """Lowered kernel ``(b, bp)``: B (``(batch, k, n)`` row-major or ``(batch, n, k)`` for ``col``)
+    into the packed-B layout. One block per (NR-panel, batch); columns past N are zero."""
+    panels = ceil(n / tile.nr)
+    nr = tile.nr
+    with kernel(name, block=1, grid=(panels, batch)) as kb:
+        shape = (batch, k, n) if layout == "row" else (batch, n, k)
+        src = kb.tensor("b", f32, shape, const=True)
+        bp = kb.tensor("bp", f32, packed_b_shape(batch, k, n, tile))
+        q, b = blockIdx.x, blockIdx.y
+        cols = let("cols", min_(n - q * nr, nr))
+        if layout == "row":
+            with if_(cols == nr):
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        bp[b, q, kk, c] = src[b, kk, q * nr + c]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for c in range_(nr, name="c", simd=True):
+                        _guarded_copy(bp, (b, q, kk, c), c < cols, src, (b, kk, q * nr + c))
+        else:
+            for c in range_(nr, name="c"):
+                with if_(c < cols):
+                    for kk in range_(k, name="kk", simd=True):
+                        bp[b, q, kk, c] = src[b, q * nr + c, kk]
+                with else_():
+                    for kk in range_(k, name="kk", simd=True):
+                        bp[b, q, kk, c] = 0.0
+    return lower(kb.kernel)
+
+
+def _guarded_copy(dst: Buffer, at: tuple[Expr | int, ...], inside: Expr, src: Buffer,
+                  source: tuple[Expr | int, ...]) -> None:
+    """``dst[at] = src[source]`` where ``inside``, zero elsewhere (the source is not read there)."""
+    with if_(inside):
+        dst[at] = src[source]
+    with else_():
+        dst[at] = 0.0
+
+
+def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, a_batched: bool,
+                   b_batched: bool, c_batch_stride: int, c_row_stride: int) -> Kernel:
+    """Lowered kernel ``(ap, bp, c)``: ``c[b*c_batch_stride + i*c_row_stride + j] = sum_kk A_b[i, kk] *
+    B_b[kk, j]`` for ``i < m``, ``j < n``, overwritten; nothing else of ``c`` is written.
+
+    ``ap`` and ``bp`` are packed (see the module docstring) with ``batch`` entries, or one shared by
+    every batch where ``a_batched`` / ``b_batched`` is false.
+    """
+    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
+        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
+    tile.check()
+    mr, nr, kc_max = tile.mr, tile.nr, tile.kc
+    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
+    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
+    grid = (ceil(n / nc), ceil(m / mc), batch)
+    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    with kernel(name, block=1, grid=grid) as kb:
+        ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
+        c = kb.tensor("c", f32, (c_size,))
+        b = blockIdx.z
+        ab, bb = (b if a_batched else 0), (b if b_batched else 0)
+        p0 = let("p0", blockIdx.y * (mc // mr))
+        q0 = let("q0", blockIdx.x * (nc // nr))
+        p_count = let("p_count", min_(panels_m - p0, mc // mr))
+        q_count = let("q_count", min_(panels_n - q0, nc // nr))
+        for step in range_(ceil(k / kc_max), name="step"):
+            k0 = let("k0", step * kc_max)
+            kc = let("kc", min_(k - k0, kc_max))
+            for qq in range_(q_count, name="qq"):
+                for pp in range_(p_count, name="pp"):
+                    _micro_kernel(ap, bp, c, tile, ab=ab, bb=bb, p=p0 + pp, q=q0 + qq, k0=k0, kc=kc,
+                                  first=step == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  c_row_stride=c_row_stride)
+    return lower(kb.kernel)
+
+
+def _micro_kernel(ap: Buffer, bp: Buffer, c: Buffer, tile: GemmTile, *, ab: Expr | int, bb: Expr | int,
+                  p: Expr, q: Expr, k0: Expr, kc: Expr, first: Expr, m: int, n: int, c_offset: Expr | int,
+                  c_row_stride: int) -> None:
+    """One MR x NR tile of C over ``kc`` steps of k from ``k0``: accumulate in registers, then store
+    (overwrite on the first KC step, add after it), guarded where the tile crosses M or N."""
+    mr, nr = tile.mr, tile.nr
+    row0 = let("row0", p * mr)
+    col0 = let("col0", q * nr)
+    tile_c = let("tile_c", c_offset + row0 * c_row_stride + col0)
+    if tile.prefetch_c:
+        # Rows and columns clamped into C: a hint for a line outside the tensor would be wasted.
+        last_row = let("last_row", min_(m - 1 - row0, mr - 1))
+        last_col = let("last_col", min_(n - 1 - col0, nr - 1))
+        for i in range(mr):
+            for line in range(0, nr, LINE_FLOATS):
+                offset = min_(last_row, i) * c_row_stride + min_(last_col, line)
+                call(prefetch(c.address(tile_c + offset), write=True))
+    acc = registers("acc", f32, (mr, nr))
+    for i in range_(mr, name="i", unroll=True):
+        for j in range_(nr, name="j", simd=True):
+            acc[i, j] = 0.0
+    for kk in range_(kc, name="kk", unroll=tile.k_unroll if tile.k_unroll > 1 else False):
+        for i in range_(mr, name="i", unroll=True):
+            a_value = let("a_value", ap[ab, p, k0 + kk, i])
+            for j in range_(nr, name="j", simd=True):
+                acc[i, j] = fma(a_value, bp[bb, q, k0 + kk, j], acc[i, j])
+    full = logical_and(row0 + mr <= m, col0 + nr <= n)
+    with if_(full):
+        _store(c, acc, tile_c, first, mr, nr, c_row_stride, None)
+    with else_():
+        _store(c, acc, tile_c, first, mr, nr, c_row_stride, (m - row0, n - col0))
+
+
+def _store(c: Buffer, acc: Buffer, tile_c: Expr, first: Expr, mr: int, nr: int, c_row_stride: int,
+           limits: tuple[Expr, Expr] | None) -> None:
+    for i in range_(mr, name="i", unroll=True):
+        def row(i: Expr = i) -> None:
+            for j in range_(nr, name="j", simd=True):
+                def element(j: Expr = j) -> None:
+                    index = tile_c + i * c_row_stride + j
+                    c[index] = acc[i, j] + select(first, 0.0, c[index])
+                if limits is None:
+                    element()
+                else:
+                    with if_(j < limits[1]):
+                        element()
+        if limits is None:
+            row()
+        else:
+            with if_(i < limits[0]):
+                row()
+
