@@ -169,22 +169,33 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
 
 
 def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
-    """The schedule used untuned: a register tile that fills the vector registers, KC 256, M whole and
-    N split over twice the cores, packing 4 panels per block; NCHW patches read by runs unless output
-    rows are shorter than half a panel (where gathers measured faster)."""
+    """The schedule used untuned, sized from the spec and the caches like the cpu matmul's default.
+
+    The micro-kernel the matmul measured best (two vectors wide; 8 rows with 32 vector registers, 6
+    with 16); K in equal KC steps of at most 768 (one step for a 3x3 over 64 channels); MC as large as
+    half the L2 holds at that KC, at most 256; then N split until every core has at least 4 blocks (or N runs out of
+    micro-panels). Packing takes 4 panels a block; NCHW patches are read by runs unless output rows are
+    shorter than half a panel, where gathers measured faster.
+    """
     _check_spec(spec)
     m, n, k = ConvGemm(spec).mnk
-    lanes, cores = device.f32_lanes, device.peak_cores
-    mr, nr = (8, 3 * lanes) if vector_registers(device) >= 32 else (4, 2 * lanes)
-    n_blocks = max(1, min(2 * cores, ceil(n / nr)))
-    m_blocks = 1 if n_blocks >= cores else max(1, min(cores, ceil(m / mr)))
+    lanes, cores = device.f32_lanes, max(1, device.peak_cores)
+    _, l2, _ = _sizes(device)
+    mr, nr = (8, 2 * lanes) if vector_registers(device) >= 32 else (6, 2 * lanes)
+    kc = ceil(k / ceil(k / 768))
+    mc = max(mr, min(256, (l2 // 2) // (4 * kc)) // mr * mr)
+    m_blocks = ceil(ceil(m / mr) / (mc // mr))
+    batch = ConvGemm(spec).batch
+    n_blocks = 1
+    while m_blocks * n_blocks * batch < 4 * cores and n_blocks < ceil(n / nr):
+        n_blocks += 1
     if spec.layout == "NHWC":
         mode = "channels"
     else:
         flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
         mode = "runs" if flat or 2 * spec.q >= nr else "gather"
-    return ConvSchedule(mr=mr, nr=nr, kc=min(256, k), m_blocks=m_blocks, n_blocks=n_blocks, k_unroll=4,
-                        pack_panels=4, pack_mode=mode)
+    return ConvSchedule(mr=mr, nr=nr, kc=kc, m_blocks=m_blocks, n_blocks=n_blocks, k_unroll=4, pack_panels=4,
+                        pack_mode=mode)
 
 
 def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:

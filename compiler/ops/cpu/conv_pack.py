@@ -41,6 +41,7 @@ from compiler.ir import (
     kernel,
     let,
     logical_and,
+    logical_not,
     lower,
     max_,
     min_,
@@ -214,8 +215,11 @@ def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, 
 def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) -> Kernel:
     """Pack im2col of the NHWC input as A: ``ap[0, t, kk, l]`` is tap ``kk = (r, s, c)`` of pixel ``t*mr + l``.
 
-    ``ap`` is ``(1, ceil(n*p*q/mr), r*s*c, mr)``; pixels are numbered across images. For each lane (a
-    pixel) and each tap ``(r, s)`` the channel run is contiguous in x.
+    ``ap`` is ``(1, ceil(n*p*q/mr), r*s*c, mr)``; pixels are numbered across images. For each tap
+    ``(r, s)`` every lane (a pixel) reads a contiguous run of ``c`` channels; the lanes are unrolled
+    inside the channel loop, so one vector step loads ``mr`` channel vectors and stores them
+    interleaved (``mr`` consecutive floats per channel), with no scatter. A lane outside the image
+    copies channel run 0 (always inside x), then is overwritten with zeros.
     """
     pixels = spec.n * spec.p * spec.q
     tiles = _ceil_div(pixels, mr)
@@ -223,25 +227,37 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
     (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     taps = spec.c * spec.r * spec.s
     with kernel(name, block=1, grid=grid) as k:
-        x = k.tensor("x", f32, spec.x_shape, const=True, overshoot=_overshoot(spec, mr))
+        x = k.tensor("x", f32, (spec.n * spec.h * spec.w * spec.c,), const=True, overshoot=0)
         ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
             with if_(tile < tiles):
-                for lane in range_(mr, name="l"):
-                    pixel = let("pixel", tile * mr + lane)
-                    image = let("image", pixel // (spec.p * spec.q))
-                    h0 = let("h0", pixel // spec.q % spec.p * sh - ph)
-                    w0 = let("w0", pixel % spec.q * sw - pw)
-                    for r in range_(spec.r, name="r"):
-                        for s in range_(spec.s, name="s"):
-                            h = let("h", h0 + r * dh)
-                            w = let("w", w0 + s * dw)
-                            inside = let("inside", logical_and(pixel < pixels, h >= 0, h < spec.h,
-                                                               w >= 0, w < spec.w))
-                            for c in range_(spec.c, name="c", simd=True):
-                                kk = (r * spec.s + s) * spec.c + c
-                                ap[tile, kk, lane] = select(inside, x[image, h, w, c], 0.0)
+                lanes = []
+                for lane in range(mr):
+                    pixel = let(f"pixel{lane}", tile * mr + lane)
+                    lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
+                                  let(f"h{lane}", pixel // spec.q % spec.p * sh - ph),
+                                  let(f"w{lane}", pixel % spec.q * sw - pw)))
+                for r in range_(spec.r, name="r"):
+                    for s in range_(spec.s, name="s"):
+                        reads = []
+                        for lane, (pixel, image, h0, w0) in enumerate(lanes):
+                            h, w = h0 + r * dh, w0 + s * dw
+                            inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h,
+                                                                      w >= 0, w < spec.w))
+                            offset = ((image * spec.h + h) * spec.w + w) * spec.c
+                            reads.append((inside, let(f"at{lane}", select(inside, offset, 0))))
+                        kk0 = let("kk0", (r * spec.s + s) * spec.c)
+                        # Every lane copies (the vectoriser interleaves the stores); then the lanes in
+                        # the padding, a few at the image's border, are zeroed. A select per element
+                        # would keep the loop from vectorising.
+                        for c in range_(spec.c, name="c", simd=True):
+                            for lane, (_, at) in enumerate(reads):
+                                ap[tile, kk0 + c, lane] = x[at + c]
+                        for lane, (inside, _) in enumerate(reads):
+                            with if_(logical_not(inside)):
+                                for c in range_(spec.c, name="c", simd=True):
+                                    ap[tile, kk0 + c, lane] = 0.0
     return lower(k.kernel)
 
 
