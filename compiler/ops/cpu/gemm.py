@@ -22,6 +22,7 @@ arrive while the k loop runs). A KC step after the first adds to what the previo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
@@ -48,6 +49,8 @@ from compiler.ir.kernel import Kernel
 
 #: f32 elements in one 64-byte cache line (what one prefetch brings).
 LINE_FLOATS = 16
+#: Reads one element of a packed panel: (k step within the KC step, row or column within the tile).
+Panel = Callable[[Expr, Expr], Expr]
 
 
 @dataclass(frozen=True)
@@ -190,25 +193,89 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
         q_count = let("q_count", min_(panels_n - q0, nc // nr))
-        for step in range_(ceil(k / kc_max), name="step"):
-            k0 = let("k0", step * kc_max)
+        for k0 in range_(k, name="k0", step=kc_max):
             kc = let("kc", min_(k - k0, kc_max))
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
-                    _micro_kernel(ap, bp, c, tile, ab=ab, bb=bb, p=p0 + pp, q=q0 + qq, k0=k0, kc=kc,
-                                  first=step == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                    p, q = p0 + pp, q0 + qq
+                    _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
+                                  lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j], row0=p * mr, col0=q * nr,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
 
-def _micro_kernel(ap: Buffer, bp: Buffer, c: Buffer, tile: GemmTile, *, ab: Expr | int, bb: Expr | int,
-                  p: Expr, q: Expr, k0: Expr, kc: Expr, first: Expr, m: int, n: int, c_offset: Expr | int,
-                  c_row_stride: int) -> None:
-    """One MR x NR tile of C over ``kc`` steps of k from ``k0``: accumulate in registers, then store
-    (overwrite on the first KC step, add after it), guarded where the tile crosses M or N."""
+def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per block of its grid."""
+    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    return (batch * ceil(m / mc) * ceil(n / nc), nc // tile.nr, tile.kc, tile.nr)
+
+
+def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
+                             a_batched: bool, c_batch_stride: int, c_row_stride: int) -> Kernel:
+    """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
+    (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
+    slice at a time, into its own part of the workspace ``bw`` (``packing_b_workspace_shape``).
+
+    The slice is used while it sits in the core's L2, so B makes one trip from memory instead of
+    three (read, packed copy written, packed copy read). Blocks in one column of the grid pack the
+    same slice; that repeats 1/MC of a copy per multiply-add, little next to a trip to memory.
+    """
+    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
+        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
+    tile.check()
+    mr, nr, kc_max = tile.mr, tile.nr, tile.kc
+    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
+    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
+    grid = (ceil(n / nc), ceil(m / mc), batch)
+    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    with kernel(name, block=1, grid=grid) as kb:
+        ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
+        src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
+        bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
+        c = kb.tensor("c", f32, (c_size,))
+        b = blockIdx.z
+        ab = b if a_batched else 0
+        own = let("own", (blockIdx.z * grid[1] + blockIdx.y) * grid[0] + blockIdx.x)
+        p0 = let("p0", blockIdx.y * (mc // mr))
+        q0 = let("q0", blockIdx.x * (nc // nr))
+        p_count = let("p_count", min_(panels_m - p0, mc // mr))
+        q_count = let("q_count", min_(panels_n - q0, nc // nr))
+        for k0 in range_(k, name="k0", step=kc_max):
+            kc = let("kc", min_(k - k0, kc_max))
+            for qq in range_(q_count, name="qq"):
+                col = (q0 + qq) * nr
+                cols = let("cols", min_(n - col, nr))
+                if layout_b == "row":
+                    for kk in range_(kc, name="kk"):
+                        for j in range_(nr, name="j", simd=True):
+                            _guarded_copy(bw, (own, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
+                else:
+                    for j in range_(nr, name="j"):
+                        with if_(j < cols):
+                            for kk in range_(kc, name="kk", simd=True):
+                                bw[own, qq, kk, j] = src[b, col + j, k0 + kk]
+                        with else_():
+                            for kk in range_(kc, name="kk", simd=True):
+                                bw[own, qq, kk, j] = 0.0
+            for qq in range_(q_count, name="qq"):
+                for pp in range_(p_count, name="pp"):
+                    p, q = p0 + pp, q0 + qq
+                    _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
+                                  lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
+                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  c_row_stride=c_row_stride)
+    return lower(kb.kernel)
+
+
+def _micro_kernel(c: Buffer, tile: GemmTile, a_at: Panel, b_at: Panel, *, row0: Expr, col0: Expr, kc: Expr,
+                  first: Expr, m: int, n: int, c_offset: Expr | int, c_row_stride: int) -> None:
+    """One MR x NR tile of C at (``row0``, ``col0``) over ``kc`` steps of k: ``a_at(kk, i)`` and
+    ``b_at(kk, j)`` read the packed panels; accumulate in registers, then store (overwrite on the
+    first KC step, add after it), guarded where the tile crosses M or N."""
     mr, nr = tile.mr, tile.nr
-    row0 = let("row0", p * mr)
-    col0 = let("col0", q * nr)
+    row0 = let("row0", row0)
+    col0 = let("col0", col0)
     tile_c = let("tile_c", c_offset + row0 * c_row_stride + col0)
     if tile.prefetch_c:
         # Rows and columns clamped into C: a hint for a line outside the tensor would be wasted.
@@ -224,9 +291,9 @@ def _micro_kernel(ap: Buffer, bp: Buffer, c: Buffer, tile: GemmTile, *, ab: Expr
             acc[i, j] = 0.0
     for kk in range_(kc, name="kk", unroll=tile.k_unroll if tile.k_unroll > 1 else False):
         for i in range_(mr, name="i", unroll=True):
-            a_value = let("a_value", ap[ab, p, k0 + kk, i])
+            a_value = let("a_value", a_at(kk, i))
             for j in range_(nr, name="j", simd=True):
-                acc[i, j] = fma(a_value, bp[bb, q, k0 + kk, j], acc[i, j])
+                acc[i, j] = fma(a_value, b_at(kk, j), acc[i, j])
     full = logical_and(row0 + mr <= m, col0 + nr <= n)
     with if_(full):
         _store(c, acc, tile_c, first, mr, nr, c_row_stride, None)

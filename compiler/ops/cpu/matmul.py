@@ -1,8 +1,10 @@
 """The float32 matmul template for the cpu target: pack A, pack B, then the blocked GEMM of ``gemm``.
 
-A program of three launches over the arguments ``a``, ``b`` (inputs, stored as ``MatmulSpec.a_shape``
-/ ``b_shape``: row- or column-major, any batch) and ``c`` (``[batch, m, n]``), with the packed panels
-as workspaces ``ap`` and ``bp``. A schedule is a :class:`~compiler.ops.cpu.gemm.GemmTile`.
+A program over the arguments ``a``, ``b`` (inputs, stored as ``MatmulSpec.a_shape`` / ``b_shape``:
+row- or column-major, any batch) and ``c`` (``[batch, m, n]``): a launch packing A into the workspace
+``ap``, then the compute launch, which either packs B slice by slice itself (``pack_b_inside``, into
+the workspace ``bw``) or reads B packed by a launch of its own (workspace ``bp``). A schedule is a
+:class:`CpuMatmulSchedule`: a :class:`~compiler.ops.cpu.gemm.GemmTile` and that choice.
 
 Spaces read the host's description: ``nr`` is a multiple of its f32 lanes, the micro-kernel's
 accumulators fit its vector registers (32 with AVX-512, 16 below it), the MC x KC block of A fits
@@ -14,24 +16,27 @@ the tuning space, narrowed by the spec (no block larger than the problem needs).
 >>> avx2 = CpuDevice("x", "AuthenticAMD", "x86_64", ("avx", "avx2", "fma"), 8, 2, 2, (), None, "", 2)
 >>> spec = MatmulSpec(m=67, n=45, k=83, batch=3, layout_a="col")
 >>> len(space(spec, avx2, 1).candidates())
-8
+16
 >>> default_schedule(MatmulSpec(m=1024, n=1024, k=1024), avx2)
-GemmTile(mr=6, nr=16, mc=192, kc=512, nc=256, k_unroll=4, prefetch_c=True)
+CpuMatmulSchedule(mr=6, nr=16, mc=114, kc=512, nc=256, k_unroll=4, prefetch_c=True, pack_b_inside=False)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from math import ceil
 
 from compiler.cpu_device import CpuDevice
 from compiler.ops.cpu.gemm import (
     GemmTile,
     compute_kernel,
+    compute_packing_b_kernel,
     pack_a_kernel,
     pack_b_kernel,
     packed_a_shape,
     packed_b_shape,
+    packing_b_workspace_shape,
 )
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.program import Launch, Program, Workspace
@@ -40,6 +45,14 @@ from compiler.space import Constraint, EmptySpaceError, Param, Space
 TEMPLATE = "cpu_matmul"
 #: Caches assumed where sysfs lists none (a typical desktop core).
 _L1D_BYTES, _L2_BYTES = 32 << 10, 512 << 10
+
+
+@dataclass(frozen=True)
+class CpuMatmulSchedule(GemmTile):
+    """A :class:`GemmTile` and where B is packed: by each block of the compute launch, one KC x NC
+    slice at a time (``pack_b_inside``), or by a launch of its own before it."""
+
+    pack_b_inside: bool = True
 
 
 def vector_registers(device: CpuDevice) -> int:
@@ -51,12 +64,13 @@ def _levels(lanes: int) -> dict[int, dict[str, tuple[object, ...]]]:
     return {
         1: {
             "mr": (4, 6), "nr": (lanes, 2 * lanes), "mc": (12,), "kc": (16, 256), "nc": (4 * lanes,),
-            "k_unroll": (4,), "prefetch_c": (True,),
+            "k_unroll": (4,), "prefetch_c": (True,), "pack_b_inside": (False, True),
         },
         2: {
             "mr": (4, 6, 8, 12), "nr": (lanes, 2 * lanes, 3 * lanes, 4 * lanes),
-            "mc": (48, 96, 192, 384), "kc": (128, 256, 384, 512, 768),
-            "nc": tuple(lanes * f for f in (6, 12, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
+            "mc": (48, 96, 128, 192, 256, 384), "kc": (128, 256, 384, 512, 768),
+            "nc": tuple(lanes * f for f in (6, 8, 12, 16, 24, 48, 96)), "k_unroll": (1, 4), "prefetch_c": (True, False),
+            "pack_b_inside": (True, False),
         },
     }
 
@@ -99,7 +113,7 @@ def constraints(spec: MatmulSpec, device: CpuDevice, level: int,
     return tuple(Constraint(name, holds) for name, holds in checks)
 
 
-def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[GemmTile]:
+def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[CpuMatmulSchedule]:
     """The tiles for ``spec`` on ``device`` at ``level`` (1: tests and CI, 2: tuning)."""
     _check_spec(spec)
     levels = _levels(device.f32_lanes)
@@ -107,38 +121,64 @@ def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[GemmTile
         raise ValueError(f"no {TEMPLATE} space at level {level}; levels: {sorted(levels)}")
     choices = levels[level]
     params = tuple(Param(name, values) for name, values in choices.items())
-    return Space(TEMPLATE, params, lambda values: GemmTile(**values), constraints(spec, device, level, choices))
+    return Space(TEMPLATE, params, lambda values: CpuMatmulSchedule(**values),
+                 constraints(spec, device, level, choices))
 
 
-def default_schedule(spec: MatmulSpec, device: CpuDevice) -> GemmTile:
-    """A good tile without tuning: the widest micro-kernel that measured well (two vectors of NR;
-    8 rows with 32 registers, 6 with 16), KC 512 (KC below 256 costs 20-30%), MC 192, and the
-    widest NC up to 256 that gives every core the same number of blocks (or at least four each)."""
+def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
+    """A good tile without tuning: two vectors of NR (8 rows with 32 registers, 6 with 16), KC 512
+    (KC below 256 costs 20-30%), the MC and NC near 192 and 256 that share the blocks most evenly
+    among the cores (the OpenMP grid is split into equal runs of blocks), and B packed inside the
+    compute launch when M fits one block."""
     _check_spec(spec)
-    lanes = device.f32_lanes
-    nr = 2 * lanes
+    nr = 2 * device.f32_lanes
     mr = 8 if vector_registers(device) >= 32 else 6
-    kc = 512
-    mc = min(192, ceil(spec.m / mr) * mr)
     cores = max(1, device.peak_cores)
-    blocks_m = ceil(spec.m / mc) * spec.batch
-    widths = [nr * f for f in range(max(1, 256 // nr), 0, -1)]
-    nc = next((w for w in widths if (blocks_m * ceil(spec.n / w)) % cores == 0
-               or blocks_m * ceil(spec.n / w) >= 4 * cores), nr)
-    return GemmTile(mr=mr, nr=nr, mc=mc, kc=kc, nc=min(nc, ceil(spec.n / nr) * nr))
+    best: tuple[float, float, int, int] | None = None
+    for mc in range(mr * max(1, 96 // mr), 385, mr):
+        for nc in range(nr * max(1, 128 // nr), 513, nr):
+            mc_used, nc_used = min(mc, ceil(spec.m / mr) * mr), min(nc, ceil(spec.n / nr) * nr)
+            spread = imbalance(spec, mc_used, nc_used, cores)
+            # Among even splits, blocks near 192 x 256 keep A's block in L2 and leave work to share.
+            distance = abs(mc_used - 192) / 192 + abs(nc_used - 256) / 256
+            key = (round(spread, 2), distance, mc_used, nc_used)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    # One block row (small M, BERT's 128): each B slice is packed once, in the block that uses it.
+    # Several: a packing launch of its own, so no slice is packed again by every block row.
+    inside = ceil(spec.m / best[2]) == 1
+    return CpuMatmulSchedule(mr=mr, nr=nr, mc=best[2], kc=512, nc=best[3], pack_b_inside=inside)
+
+
+def imbalance(spec: MatmulSpec, mc: int, nc: int, cores: int) -> float:
+    """The busiest core's share of the C elements over the mean share, when the grid of MC x NC blocks
+    (N fastest, then M, then batch) is cut into ``cores`` equal runs, as ``schedule(static)`` does."""
+    rows = [min(mc, spec.m - i) for i in range(0, spec.m, mc)]
+    cols = [min(nc, spec.n - j) for j in range(0, spec.n, nc)]
+    work = [r * c for _ in range(spec.batch) for r in rows for c in cols]
+    chunk = ceil(len(work) / cores)
+    loads = [sum(work[t * chunk:(t + 1) * chunk]) for t in range(cores)]
+    return max(loads) / (sum(work) / cores)
 
 
 def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
-    """The program computing ``spec`` with ``schedule``: arguments ``a``, ``b`` and ``c``."""
+    """The program computing ``spec`` with ``schedule``: arguments ``a``, ``b`` and ``c``. A plain
+    ``GemmTile`` packs B in a launch of its own."""
     _check_spec(spec)
     batch, m, n, k = spec.batch, spec.m, spec.n, spec.k
+    strides = {"c_batch_stride": m * n, "c_row_stride": n}
     pack_a = pack_a_kernel("cpu_matmul_pack_a", batch=batch, m=m, k=k, tile=schedule, layout=spec.layout_a)
+    ap = Workspace("ap", packed_a_shape(batch, m, k, schedule), "float32")
+    if getattr(schedule, "pack_b_inside", False):
+        compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
+                                           layout_b=spec.layout_b, a_batched=True, **strides)
+        bw = Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32")
+        launches = (Launch(pack_a, ("a", "ap")), Launch(compute, ("ap", "b", "bw", "c")))
+        return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bw))
     pack_b = pack_b_kernel("cpu_matmul_pack_b", batch=batch, k=k, n=n, tile=schedule, layout=spec.layout_b)
     compute = compute_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule, a_batched=True,
-                             b_batched=True, c_batch_stride=m * n, c_row_stride=n)
-    workspaces = (
-        Workspace("ap", packed_a_shape(batch, m, k, schedule), "float32"),
-        Workspace("bp", packed_b_shape(batch, k, n, schedule), "float32"),
-    )
+                             b_batched=True, **strides)
+    bp = Workspace("bp", packed_b_shape(batch, k, n, schedule), "float32")
     launches = (Launch(pack_a, ("a", "ap")), Launch(pack_b, ("b", "bp")), Launch(compute, ("ap", "bp", "c")))
-    return Program(TEMPLATE, ("a", "b", "c"), launches, workspaces)
+    return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bp))

@@ -73,3 +73,24 @@ def test_a_tile_must_hold_whole_micro_tiles() -> None:
     with pytest.raises(ValueError, match="multiple"):
         gemm.compute_kernel("mm", batch=1, m=4, n=8, k=3, tile=gemm.GemmTile(4, LANES, 6, 8, LANES),
                             a_batched=True, b_batched=True, c_batch_stride=32, c_row_stride=8)
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+def test_packing_b_inside_the_compute_launch_with_a_shared_a(run_on_cpu, layout_b: str) -> None:
+    batch, m, n, k = 2, 17, 3 * LANES + 1, 45
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n) if layout_b == "row" else (batch, n, k)).astype(np.float32)
+    launches = (
+        Launch(gemm.pack_a_kernel("pa", batch=1, m=m, k=k, tile=TILE, layout="row"), ("a", "ap")),
+        Launch(gemm.compute_packing_b_kernel("mm", batch=batch, m=m, n=n, k=k, tile=TILE, layout_b=layout_b,
+                                             a_batched=False, c_batch_stride=m * n, c_row_stride=n),
+               ("ap", "b", "bw", "c")),
+    )
+    workspaces = (Workspace("ap", gemm.packed_a_shape(1, m, k, TILE), "float32"),
+                  Workspace("bw", gemm.packing_b_workspace_shape(batch, m, n, TILE), "float32"))
+    program = Program("inside", ("a", "b", "c"), launches, workspaces)
+    c = run_on_cpu(program, {"a": a, "b": b}, (TensorSpec("c", (batch, m, n), "float32"),))["c"]
+    b_rows = b if layout_b == "row" else b.transpose(0, 2, 1)
+    expected = np.matmul(a.astype(np.float64), b_rows.astype(np.float64))
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
