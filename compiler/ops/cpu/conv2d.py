@@ -121,9 +121,20 @@ def _constraints(spec: Conv2dSpec, device: CpuDevice, level: int) -> tuple[Const
     return tuple(rules)
 
 
+#: Level-2 ways to split M and N into blocks of the compute launch (MC and NC follow, see ConvSchedule).
+BLOCK_SPLITS = (1, 2, 4, 8, 16, 32)
+#: Level-2 KC steps (besides K split into 1 to 4 equal steps).
+KC_STEPS = (128, 256, 384, 512, 768)
+
+
 def _kc_choices(k: int, wanted: tuple[int, ...]) -> tuple[int, ...]:
     # KC past K is one step over all of K: keep one such choice, not several identical ones.
     return tuple(sorted({min(c, k) for c in wanted}))
+
+
+def _level2_kc(k: int) -> tuple[int, ...]:
+    even = tuple(ceil(k / steps) for steps in range(1, 5) if ceil(k / steps) <= KC_STEPS[-1])
+    return _kc_choices(k, (*KC_STEPS, *even))
 
 
 def pack_modes(spec: Conv2dSpec) -> tuple[str, ...]:
@@ -134,7 +145,6 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
     """Schedules for ``spec`` on ``device`` at ``level`` (1: a handful for tests, 2: the tuning space)."""
     _check_spec(spec)
     lanes = device.f32_lanes
-    _, _, cores = _sizes(device)
     modes = Param("pack_mode", pack_modes(spec))
     m, _, k = ConvGemm(spec).mnk
     if level == 1:
@@ -151,16 +161,14 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
             modes,
         )
     elif level == 2:
-        # M splits: over the cores, or into MC blocks of about 96 to 384 rows (for the L2).
-        splits = {1, cores, 2 * cores} | {ceil(m / mc) for mc in (96, 192, 384)}
         params = (
             Param("mr", (4, 6, 8, 10, 12, 14)),
             Param("nr", (lanes, 2 * lanes, 3 * lanes)),
-            Param("kc", _kc_choices(k, (128, 256, 384, 512, 768))),
-            Param("m_blocks", tuple(sorted(splits))),
-            Param("n_blocks", tuple(sorted({1, cores, 2 * cores, 4 * cores, 8 * cores}))),
+            Param("kc", _level2_kc(k)),
+            Param("m_blocks", BLOCK_SPLITS),
+            Param("n_blocks", BLOCK_SPLITS),
             Param("k_unroll", (1, 4)),
-            Param("pack_panels", (1, 8)),
+            Param("pack_panels", (1, 4, 8)),
             modes,
         )
     else:
@@ -168,34 +176,47 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
     return Space(TEMPLATE, params, lambda p: ConvSchedule(**p), _constraints(spec, device, level))
 
 
-def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
-    """The schedule used untuned, sized from the spec and the caches like the cpu matmul's default.
+def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_mode: str | None = None
+                   ) -> ConvSchedule:
+    """The level-2 schedule with register tile ``mr x nr`` whose blocking is sized from the spec and caches.
 
-    The micro-kernel the matmul measured best (two vectors wide; 8 rows with 32 vector registers, 6
-    with 16); K in equal KC steps of at most 768 (one step for a 3x3 over 64 channels); MC as large as
-    half the L2 holds at that KC, at most 256; then N split until every core has at least 4 blocks (or N runs out of
-    micro-panels). Packing takes 4 panels a block; NCHW patches are read by runs unless output rows are
-    shorter than half a panel, where gathers measured faster.
+    K in equal KC steps of at most 768 (one step for a 3x3 over 64 channels); MC as large as half the
+    L2 holds at that KC, at most 256 rows; then N split until every core has at least 4 blocks (or N
+    runs out of micro-panels); splits rounded up to the level-2 choices. Packing takes 4 panels a block;
+    NCHW patches are read by runs unless output rows are shorter than half a panel, where gathers
+    measured faster (``pack_mode`` overrides).
     """
     _check_spec(spec)
-    m, n, k = ConvGemm(spec).mnk
-    lanes, cores = device.f32_lanes, max(1, device.peak_cores)
+    conv = ConvGemm(spec)
+    m, n, k = conv.mnk
+    cores = max(1, device.peak_cores)
     _, l2, _ = _sizes(device)
-    mr, nr = (8, 2 * lanes) if vector_registers(device) >= 32 else (6, 2 * lanes)
-    kc = ceil(k / ceil(k / 768))
+    kc = ceil(k / ceil(k / KC_STEPS[-1]))
     mc = max(mr, min(256, (l2 // 2) // (4 * kc)) // mr * mr)
-    m_blocks = ceil(ceil(m / mr) / (mc // mr))
-    batch = ConvGemm(spec).batch
-    n_blocks = 1
-    while m_blocks * n_blocks * batch < 4 * cores and n_blocks < ceil(n / nr):
-        n_blocks += 1
-    if spec.layout == "NHWC":
-        mode = "channels"
-    else:
+    m_blocks = _round_up_to(ceil(ceil(m / mr) / (mc // mr)), BLOCK_SPLITS)
+    n_blocks = next((b for b in BLOCK_SPLITS if m_blocks * b * conv.batch >= 4 * cores), BLOCK_SPLITS[-1])
+    n_blocks = min(n_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(n / nr)))
+    m_blocks = min(m_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(m / mr)))
+    if pack_mode is None and spec.layout == "NHWC":
+        pack_mode = "channels"
+    elif pack_mode is None:
         flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
-        mode = "runs" if flat or 2 * spec.q >= nr else "gather"
+        pack_mode = "runs" if flat or 2 * spec.q >= nr else "gather"
     return ConvSchedule(mr=mr, nr=nr, kc=kc, m_blocks=m_blocks, n_blocks=n_blocks, k_unroll=4, pack_panels=4,
-                        pack_mode=mode)
+                        pack_mode=pack_mode)
+
+
+def _round_up_to(value: int, choices: tuple[int, ...]) -> int:
+    return next((c for c in choices if c >= value), choices[-1])
+
+
+def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
+    """The schedule used untuned: the micro-kernel the cpu matmul measured best (two vectors wide; 8
+    rows with 32 vector registers, 6 with 16), blocked by :func:`sized_schedule`. It is in the level-2
+    space."""
+    lanes = device.f32_lanes
+    mr = 8 if vector_registers(device) >= 32 else 6
+    return sized_schedule(spec, device, mr, 2 * lanes)
 
 
 def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
