@@ -80,3 +80,18 @@ def test_float16_is_refused_with_a_reason() -> None:
         conv2d.space(spec, HOST, 1)
     with pytest.raises(EmptySpaceError, match="float32, not float16"):
         conv2d.build(spec, LEVEL1[0])
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("fields", [
+    {"c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "padding": (1, 1)},
+    {"c": 256, "h": 14, "w": 14, "k": 256, "r": 3, "s": 3, "padding": (1, 1)},
+    {"c": 64, "h": 56, "w": 56, "k": 256, "r": 1, "s": 1},
+    {"c": 3, "h": 224, "w": 224, "k": 64, "r": 7, "s": 7, "stride": (2, 2), "padding": (3, 3)},
+])
+def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]) -> None:
+    spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
+    default = conv2d.default_schedule(spec, HOST)
+    level2 = conv2d.space(spec, HOST, 2)
+    assert level2.violation(default) is None
+    assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
