@@ -94,22 +94,29 @@ def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> 
     """Pack the weight, a ``[k, K]`` matrix, into ``lanes``-wide panels of output channels.
 
     The result ``wp`` is ``(1, ceil(k/lanes), K, lanes)``: ``wp[0, t, kk, l] = weight[t*lanes + l, kk]``.
-    That is packed A for NCHW (``lanes = MR``) and packed B for NHWC (``lanes = NR``). Channels run
-    along the lanes, so each lane reads its own weight row; the blocks write whole panels.
+    That is packed A for NCHW (``lanes = MR``) and packed B for NHWC (``lanes = NR``). Each lane is one
+    weight row, read contiguously: the lanes are unrolled inside the ``kk`` loop, which the compiler
+    vectorises with interleaved stores (a loop over lanes inside would read with stride K). Lanes past
+    the last channel copy row 0, then are zeroed.
     """
     taps = spec.c * spec.r * spec.s
     tiles = _ceil_div(spec.k, lanes)
     grid = _ceil_div(tiles, panels)
     with kernel(name, block=1, grid=grid) as k:
-        weight = k.tensor("weight", f32, (spec.k, taps), const=True, overshoot=lanes * panels)
+        weight = k.tensor("weight", f32, (spec.k * taps,), const=True, overshoot=0)
         wp = k.tensor("wp", f32, (tiles, taps, lanes), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
             with if_(tile < tiles):
-                for kk in range_(taps, name="kk"):
-                    for lane in range_(lanes, name="l", simd=True):
-                        row = tile * lanes + lane
-                        wp[tile, kk, lane] = select(row < spec.k, weight[row, kk], 0.0)
+                rows = [let(f"row{lane}", select(tile * lanes + lane < spec.k, (tile * lanes + lane) * taps, 0))
+                        for lane in range(lanes)]
+                for kk in range_(taps, name="kk", simd=True):
+                    for lane, row in enumerate(rows):
+                        wp[tile, kk, lane] = weight[row + kk]
+                for lane in range(lanes):
+                    with if_(tile * lanes + lane >= spec.k):
+                        for kk in range_(taps, name="kk", simd=True):
+                            wp[tile, kk, lane] = 0.0
     return lower(k.kernel)
 
 
