@@ -102,16 +102,19 @@ def numpy_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray]) -> Call:
 
 
 def candidates(spec: Conv2dSpec, device: CpuDevice, sample: int) -> list[conv2d.ConvSchedule]:
-    """The default schedule, the family of register tiles it belongs to (each blocked the same way, and
-    each NCHW pack mode), and ``sample`` more drawn from the level-2 space with a fixed seed: all valid
-    level-2 schedules, without repeats."""
+    """The default schedule, the family of register tiles it belongs to (each blocked the same way, each
+    NCHW pack mode, and with KC cut to half the L1d), and ``sample`` more drawn from the level-2 space
+    with a fixed seed: all valid level-2 schedules, without repeats."""
     lanes = device.f32_lanes
     space = conv2d.space(spec, device, 2)
     found = [conv2d.default_schedule(spec, device)]
+    l1 = device.l1d.size_bytes if device.l1d else 32 << 10
     for mr, nr in ((8, 2 * lanes), (12, 2 * lanes), (14, 2 * lanes), (6, 3 * lanes), (8, 3 * lanes),
                    (14, lanes), (10, 2 * lanes)):
         for mode in conv2d.pack_modes(spec):
             found.append(conv2d.sized_schedule(spec, device, mr, nr, mode))
+        # The BLIS rule: the KC x NR panel of B in about half the L1d.
+        found.append(conv2d.sized_schedule(spec, device, mr, nr, max_kc=max(64, l1 // 2 // (4 * nr))))
     found += space.sample(sample, seed=0)
     unique = list(dict.fromkeys(found))
     return [s for s in unique if space.violation(s) is None]

@@ -123,7 +123,7 @@ def _constraints(spec: Conv2dSpec, device: CpuDevice, level: int) -> tuple[Const
 
 #: Level-2 ways to split M and N into blocks of the compute launch (MC and NC follow, see ConvSchedule).
 BLOCK_SPLITS = (1, 2, 4, 8, 16, 32)
-#: Level-2 KC steps (besides K split into 1 to 4 equal steps).
+#: Level-2 KC steps (besides K split into 1 to 8 equal steps of at most 768).
 KC_STEPS = (128, 256, 384, 512, 768)
 
 
@@ -133,7 +133,7 @@ def _kc_choices(k: int, wanted: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _level2_kc(k: int) -> tuple[int, ...]:
-    even = tuple(ceil(k / steps) for steps in range(1, 5) if ceil(k / steps) <= KC_STEPS[-1])
+    even = tuple(ceil(k / steps) for steps in range(1, 9) if ceil(k / steps) <= KC_STEPS[-1])
     return _kc_choices(k, (*KC_STEPS, *even))
 
 
@@ -176,11 +176,11 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
     return Space(TEMPLATE, params, lambda p: ConvSchedule(**p), _constraints(spec, device, level))
 
 
-def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_mode: str | None = None
-                   ) -> ConvSchedule:
+def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_mode: str | None = None,
+                   max_kc: int = KC_STEPS[-1]) -> ConvSchedule:
     """The level-2 schedule with register tile ``mr x nr`` whose blocking is sized from the spec and caches.
 
-    K in equal KC steps of at most 768 (one step for a 3x3 over 64 channels); MC as large as half the
+    K in equal KC steps of at most ``max_kc`` (768: one step for a 3x3 over 64 channels); MC as large as half the
     L2 holds at that KC, at most 256 rows; then N split until every core has at least 4 blocks (or N
     runs out of micro-panels); splits rounded up to the level-2 choices. Packing takes 4 panels a block;
     NCHW patches are read by runs unless output rows are shorter than half a panel, where gathers
@@ -191,7 +191,7 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     m, n, k = conv.mnk
     cores = max(1, device.peak_cores)
     _, l2, _ = _sizes(device)
-    kc = ceil(k / ceil(k / KC_STEPS[-1]))
+    kc = ceil(k / ceil(k / max_kc))
     mc = max(mr, min(256, (l2 // 2) // (4 * kc)) // mr * mr)
     m_blocks = _round_up_to(ceil(ceil(m / mr) / (mc // mr)), BLOCK_SPLITS)
     n_blocks = next((b for b in BLOCK_SPLITS if m_blocks * b * conv.batch >= 4 * cores), BLOCK_SPLITS[-1])
