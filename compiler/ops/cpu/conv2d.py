@@ -45,6 +45,7 @@ from compiler.cpu_device import CpuDevice
 from compiler.ops.conv2d_spec import Conv2dSpec
 from compiler.ops.cpu import gemm
 from compiler.ops.cpu.conv_pack import (
+    MAX_I32,
     PACK_MODES,
     ConvGemm,
     pack_nchw_patches_kernel,
@@ -88,6 +89,11 @@ class ConvSchedule:
 def _check_spec(spec: Conv2dSpec) -> None:
     if spec.dtype != "float32":
         raise EmptySpaceError(f"the cpu conv2d template computes float32, not {spec.dtype}")
+    # Pixels (with a panel of slack) and positions within one image plane are 32-bit ints in the
+    # packers; offsets across whole tensors widen to 64 bits where a tensor needs it.
+    if spec.n * spec.p * spec.q + 64 > MAX_I32 or spec.h * spec.w > MAX_I32:
+        raise EmptySpaceError("the cpu conv2d template numbers output pixels and image positions with 32-bit "
+                              f"ints: {spec.n * spec.p * spec.q} pixels, {spec.h * spec.w} per plane")
 
 
 def _sizes(device: CpuDevice) -> tuple[int, int, int]:

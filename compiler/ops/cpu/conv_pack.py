@@ -36,7 +36,10 @@ from compiler.ir import (
     Expr,
     Kernel,
     blockIdx,
+    cast,
     f32,
+    i32,
+    i64,
     if_,
     kernel,
     let,
@@ -49,6 +52,9 @@ from compiler.ir import (
     select,
 )
 from compiler.ops.conv2d_spec import Conv2dSpec
+
+#: The largest offset an ``int`` holds.
+MAX_I32 = 2**31 - 1
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -85,6 +91,12 @@ class ConvGemm:
         return (spec.k * pixels, pixels) if self.image_is_b else (spec.n * pixels * spec.k, spec.k)
 
 
+def _offset(value: Expr | int, elements: int) -> Expr:
+    """``value`` in the integer type a flat offset into a tensor of ``elements`` needs (i64 past 2^31 - 1),
+    so offsets computed by hand cannot wrap where the buffer's own indexing would not."""
+    return cast(value, i64 if elements > MAX_I32 else i32)
+
+
 def _overshoot(spec: Conv2dSpec, lanes: int) -> int:
     """Coordinates past an edge a packer forms under its predicate: the padding, plus a partial panel."""
     return max(spec.padding) + lanes * max(spec.stride) + lanes
@@ -108,11 +120,13 @@ def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> 
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
             with if_(tile < tiles):
-                rows = [let(f"row{lane}", select(tile * lanes + lane < spec.k, (tile * lanes + lane) * taps, 0))
+                elements = spec.k * taps
+                rows = [let(f"row{lane}", select(tile * lanes + lane < spec.k,
+                                                 _offset(tile * lanes + lane, elements) * taps, _offset(0, elements)))
                         for lane in range(lanes)]
                 for kk in range_(taps, name="kk", simd=True):
                     for lane, row in enumerate(rows):
-                        wp[tile, kk, lane] = weight[row + kk]
+                        wp[tile, kk, lane] = weight[row + _offset(kk, elements)]
                 for lane in range(lanes):
                     with if_(tile * lanes + lane >= spec.k):
                         for kk in range_(taps, name="kk", simd=True):
@@ -233,8 +247,9 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
     grid = _ceil_div(tiles, panels)
     (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     taps = spec.c * spec.r * spec.s
+    elements = spec.n * spec.h * spec.w * spec.c
     with kernel(name, block=1, grid=grid) as k:
-        x = k.tensor("x", f32, (spec.n * spec.h * spec.w * spec.c,), const=True, overshoot=0)
+        x = k.tensor("x", f32, (elements,), const=True, overshoot=0)
         ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
@@ -252,15 +267,16 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
                             h, w = h0 + r * dh, w0 + s * dw
                             inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h,
                                                                       w >= 0, w < spec.w))
-                            offset = ((image * spec.h + h) * spec.w + w) * spec.c
-                            reads.append((inside, let(f"at{lane}", select(inside, offset, 0))))
+                            offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w
+                                      + _offset(w, elements)) * spec.c
+                            reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
                         kk0 = let("kk0", (r * spec.s + s) * spec.c)
                         # Every lane copies (the vectoriser interleaves the stores); then the lanes in
                         # the padding, a few at the image's border, are zeroed. A select per element
                         # would keep the loop from vectorising.
                         for c in range_(spec.c, name="c", simd=True):
                             for lane, (_, at) in enumerate(reads):
-                                ap[tile, kk0 + c, lane] = x[at + c]
+                                ap[tile, kk0 + c, lane] = x[at + _offset(c, elements)]
                         for lane, (inside, _) in enumerate(reads):
                             with if_(logical_not(inside)):
                                 for c in range_(spec.c, name="c", simd=True):

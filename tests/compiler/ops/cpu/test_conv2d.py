@@ -95,3 +95,9 @@ def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]
     level2 = conv2d.space(spec, HOST, 2)
     assert level2.violation(default) is None
     assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
+
+
+def test_pixels_past_32_bits_are_refused_with_a_reason() -> None:
+    spec = Conv2dSpec(n=1, c=1, h=65536, w=65536, k=1, r=1, s=1, stride=(2, 2))  # a 2^32-element plane
+    with pytest.raises(EmptySpaceError, match="32-bit"):
+        conv2d.space(spec, HOST, 1)

@@ -89,3 +89,18 @@ def test_the_packed_reference_layout_matches_the_contract() -> None:
     assert packed[1, 2, 1] == a[3, 2] and packed[2, 0, 0] == a[4, 0] and packed[2, 1, 1] == 0.0
     b = a.T.copy()  # [K=3, N=5]
     assert conv_pack.pack_columns(b, 4)[1, 2, 0] == b[2, 4]
+
+
+def test_offsets_computed_by_hand_widen_past_32_bits() -> None:
+    """A flat offset the packer forms itself is 64-bit once its tensor passes 2^31 - 1 elements (rendered
+    only: such tensors do not fit a test)."""
+    from compiler.codegen.cpp import render_host
+
+    big = Conv2dSpec(n=3, c=1031, h=1024, w=1000, k=257, r=3, s=3, padding=(1, 1), layout="NHWC")
+    assert big.n * big.h * big.w * big.c > 2**31
+    source = render_host(conv_pack.pack_nhwc_patches_kernel("pack", big, 8, 4)).source
+    assert "const long long at0 = " in source
+    small = Conv2dSpec(n=1, c=64, h=56, w=56, k=64, r=3, s=3, padding=(1, 1), layout="NHWC")
+    assert "const int at0 = " in render_host(conv_pack.pack_nhwc_patches_kernel("pack", small, 8, 4)).source
+    wide = Conv2dSpec(n=1, c=30011, h=3, w=3, k=8000, r=3, s=3, padding=(1, 1))
+    assert "const long long row0 = " in render_host(conv_pack.pack_weight_kernel("pack", wide, 8, 4)).source
