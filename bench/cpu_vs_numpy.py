@@ -75,6 +75,7 @@ class Context:
     sweep: int
     protocol: Protocol
     peak: float
+    estimate: float
 
 
 def _try_torch():  # type: ignore[no-untyped-def]
@@ -83,6 +84,19 @@ def _try_torch():  # type: ignore[no-untyped-def]
     except ImportError:
         return None
     return torch
+
+
+def _limit_peers(threads: int) -> None:
+    """numpy's BLAS and torch on ``threads`` threads too (needs threadpoolctl for numpy)."""
+    torch = _try_torch()
+    if torch is not None:
+        torch.set_num_threads(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        print("cpu_vs_numpy: --threads needs threadpoolctl to limit numpy's BLAS", file=sys.stderr)
+        raise SystemExit(2) from None
+    threadpool_limits(threads)
 
 
 def blas_kernel() -> str:
@@ -225,7 +239,7 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
         numpy_median = _rates(flops, samples["numpy"])[0]
         for who in ("numpy", "torch", "tuned", "default"):
             if who not in samples:
-                rows.append([f"{m}x{n}x{k}", who, "n/a", "", "", ""])
+                rows.append([f"{m}x{n}x{k}", who, "n/a", "", "", "", ""])
                 continue
             median, p20, p80 = _rates(flops, samples[who])
             tile = tuned if who == "tuned" else default if who == "default" else None
@@ -233,7 +247,8 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
             if who == "tuned":
                 note += f" (sweep {spent:.0f} s)"
             rows.append([f"{m}x{n}x{k}", who, f"{median:.1f} [{p20:.0f}, {p80:.0f}]",
-                         f"{median / numpy_median:.2f}x", f"{median / ctx.peak:.0%}", note])
+                         f"{median / numpy_median:.2f}x", f"{median / ctx.peak:.0%}",
+                         f"{median / ctx.estimate:.0%}", note])
         print(f"  done {name}", file=sys.stderr, flush=True)
     return rows
 
@@ -245,7 +260,8 @@ def _tile_text(tile: GemmTile) -> str:
 
 
 SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul}
-HEADERS = {"matmul": ["shape m x n x k", "who", "GFLOP/s median [p20, p80]", "vs numpy", "of peak", "schedule"]}
+HEADERS = {"matmul": ["shape m x n x k", "who", "GFLOP/s median [p20, p80]", "vs numpy", "of meas.", "of est.",
+                       "schedule"]}
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -261,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sweep", type=int, default=8, help="level-2 tiles sampled besides the neighbours")
     parser.add_argument("--target-ms", type=float, default=60.0)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for every contender (default: all cores of this process)")
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
     shapes = [s for s in args.shapes.split(",") if s]
@@ -275,20 +293,24 @@ def main(argv: list[str] | None = None) -> int:
     device = detect_cpu()
     with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
         config = cpu.CpuConfig(cache_dir=Path(os.environ.get("WM_BENCH_CACHE", tmp)))
+        if args.threads is not None:
+            config = cpu.CpuConfig(cache_dir=config.cache_dir, workers=args.threads)
+            _limit_peers(args.threads)
         protocol = Protocol(warmup_ms=20, min_repetitions=5, target_ms=args.target_ms)
-        ctx = Context(device, config, args.rounds, args.sweep, protocol, 1.0)
+        estimate = device.peak_gflops_f32 or float("nan")
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, 1.0, estimate)
         peak = measured_peak(ctx)
-        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak)
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate)
         torch = _try_torch()
-        estimate = device.peak_gflops_f32
         print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
               f"{device.model}, {device.isa_summary}, {config.workers} threads")
-        print(f"# peak FP32: measured {peak:.0f} GFLOP/s (register FMAs, all cores; 'of peak' uses it); "
-              f"estimate {estimate:.0f} GFLOP/s at the reported {device.clock_ghz} GHz" if estimate else "")
+        print(f"# peak FP32: measured {peak:.0f} GFLOP/s (register FMAs, all cores, fastest fifth of the "
+              f"samples: 'of meas.'); estimate {estimate or 0:.0f} GFLOP/s at the {device.clock_ghz} GHz the OS "
+              "reports ('of est.'; the clock under load may be higher)")
         print(f"# numpy {np.__version__}: {blas_kernel()}; torch: "
               + (f"{torch.__version__}, {torch.get_num_threads()} threads" if torch else "n/a (not installed)"))
         print(f"# protocol: {args.rounds} interleaved rounds of {protocol}; tuned = best of a quick sweep "
-              f"(default + {args.sweep} level-2 samples), not the search engine")
+              f"(the default, its level-2 neighbours and {args.sweep} level-2 samples), not the search engine")
         for section in sections:
             rows = SECTIONS[section](ctx, shapes)
             print(f"\n## {section}\n")
