@@ -72,7 +72,8 @@ def program_call(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
     return run
 
 
-def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray]) -> Call | None:
+def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray], reference: np.ndarray) -> Call | None:
+    """``torch.nn.functional.conv2d`` on the same memory (None without torch); its result is checked once."""
     try:
         import torch
         import torch.nn.functional as functional
@@ -84,10 +85,16 @@ def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray]) -> Call | None:
         x, weight = x.permute(0, 3, 1, 2), weight.permute(0, 3, 1, 2)
     options = {"stride": spec.stride, "padding": spec.padding, "dilation": spec.dilation}
 
-    def run() -> None:
+    def run() -> object:
         with torch.no_grad():
-            functional.conv2d(x, weight, **options)
+            return functional.conv2d(x, weight, **options)
 
+    got = run().numpy()  # NCHW, or an NCHW view of channels_last memory
+    if spec.layout == "NHWC":
+        got = got.transpose(0, 2, 3, 1)
+    error = relative_error(got.astype(np.float64), reference)
+    if error > 1e-4:
+        raise SystemExit(f"{spec}: torch disagrees with the reference (relative error {error:.3g})")
     return run
 
 
@@ -181,7 +188,7 @@ def main() -> None:
                 "best": program_call(conv2d.build(spec, best), inputs, np.empty(spec.y_shape, np.float32), config),
                 "numpy": numpy_call(spec, inputs),
             }
-            peer = torch_call(spec, inputs)
+            peer = torch_call(spec, inputs, reference)
             if peer is not None:
                 calls["torch"] = peer
             samples = _interleaved(calls, args.rounds, protocol)

@@ -115,7 +115,9 @@ def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> 
     tiles = _ceil_div(spec.k, lanes)
     grid = _ceil_div(tiles, panels)
     with kernel(name, block=1, grid=grid) as k:
-        weight = k.tensor("weight", f32, (spec.k * taps,), const=True, overshoot=0)
+        # overshoot=1: a flat extent of exactly 2^31 then takes 64-bit offsets (with 0, make_buffer
+        # picks i32 for the offsets and then cannot spell the extent in it).
+        weight = k.tensor("weight", f32, (spec.k * taps,), const=True, overshoot=1)
         wp = k.tensor("wp", f32, (tiles, taps, lanes), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
@@ -249,7 +251,7 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
     taps = spec.c * spec.r * spec.s
     elements = spec.n * spec.h * spec.w * spec.c
     with kernel(name, block=1, grid=grid) as k:
-        x = k.tensor("x", f32, (elements,), const=True, overshoot=0)
+        x = k.tensor("x", f32, (elements,), const=True, overshoot=1)  # see pack_weight_kernel
         ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
