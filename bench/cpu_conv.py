@@ -25,9 +25,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -169,7 +167,7 @@ def main() -> None:
                         help="indices into the layer list")
     args = parser.parse_args()
     device = detect_cpu()
-    config = cpu.CpuConfig(cache_dir=Path(tempfile.mkdtemp(prefix="wm-cpu-conv-bench-")))
+    config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
     layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
     peak = device.peak_gflops_f32

@@ -20,9 +20,12 @@ Which operand is the image follows from the output layout, because C's columns a
   shared either way.
 
 Schedules (:class:`ConvSchedule`) are the GEMM's blocking (the ``MR x NR`` register tile, KC, and how
-many blocks split M and N, which sets MC and NC for this spec) plus the packers' grain (panels per
-packing block). Level 1 is a handful of tiles for tests; level 2 adds the tiles that fit the vector
-registers, KC sized against L1, M/N splits sized against the cores, and the packing grain.
+many blocks split M and N, which sets MC and NC for this spec) plus the packers' choices (panels per
+packing block; for NCHW, reading x by row runs or by gathers). Level 1 is a handful of small tiles
+that give even small problems several blocks and KC steps (every one is checked in tests); level 2 is
+the tuning space: tiles that fit the vector registers, KC steps (fixed sizes, or K in equal steps)
+whose KC x NR panel fits twice the L1d and MC x KC block half the L2, M and N split into 1 to 32
+blocks, and both pack choices. :func:`default_schedule` is one of its schedules.
 
 >>> from compiler.cpu_device import CacheLevel, CpuDevice
 >>> host = CpuDevice("x", "AuthenticAMD", "x86_64", ("avx2", "fma"), 8, 2, 2,
