@@ -1,0 +1,220 @@
+"""conv2d on the cpu target against torch and numpy, on ResNet-50 layers (batch 1), interleaved in one run.
+
+For each layer and layout: a short sweep of the cpu conv2d template's level-2 space (the default
+schedule, its family of register tiles blocked the same way, and a seeded sample; every candidate's
+output is checked against the float64 reference before it is timed; the three fastest are timed
+again, interleaved) picks the fastest schedule.
+Then, round after round, the default schedule, that best one, ``torch.nn.functional.conv2d`` (the
+CPU build, all cores; NHWC as torch's channels_last memory format) and numpy (im2col through a
+strided view, then ``matmul`` on OpenBLAS) are each timed under the same protocol. Our figure is the
+whole program: the two packing launches and the GEMM, called back to back, as a caller would run it.
+The table shows GFLOP/s (2 * n*p*q * k * c*r*s flops) as the median over all samples with p20/p80,
+the speed-up of the best schedule over each peer and over the default, and the best as a fraction of
+the machine's estimated FP32 peak (from /proc/cpuinfo's clock, which may be below the real one).
+
+Usage: ``python bench/cpu_conv.py [--rounds 3] [--sweep 8] [--layout NCHW|NHWC|both] [--layers 0,1,2,3]``
+(``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are honoured as set; unset them in the command to let
+OpenBLAS pick its kernel.)
+"""
+
+from __future__ import annotations
+
+import os
+
+# Three thread pools take turns (OpenMP's for our launches, torch's, OpenBLAS's): spinning idle OpenMP
+# workers would compete with the others for the same cores (see bench/cpu_kernel_speed.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+
+from compiler.backends import cpu
+from compiler.backends.timing import Protocol, measure, percentile
+from compiler.codegen.cpp import render_host
+from compiler.cpu_device import CpuDevice, detect_cpu
+from compiler.numeric import poisoned, relative_error, tolerance
+from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_flops, conv2d_inputs, conv2d_reference
+from compiler.ops.cpu import conv2d
+from compiler.ops.cpu.conv_pack import im2col
+from compiler.program import Program, launch_arguments
+from service.cli.table import format_table
+
+LAYERS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("56x56x64->64 3x3", {"c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "padding": (1, 1)}),
+    ("28x28x128->128 3x3", {"c": 128, "h": 28, "w": 28, "k": 128, "r": 3, "s": 3, "padding": (1, 1)}),
+    ("14x14x256->256 3x3", {"c": 256, "h": 14, "w": 14, "k": 256, "r": 3, "s": 3, "padding": (1, 1)}),
+    ("56x56x64->256 1x1", {"c": 64, "h": 56, "w": 56, "k": 256, "r": 1, "s": 1}),
+)
+
+Call = Callable[[], object]
+
+
+def program_call(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
+                 config: cpu.CpuConfig) -> Call:
+    """One call running every launch of ``program`` in order on fixed buffers (arguments checked once)."""
+    buffers: dict[str, np.ndarray] = {**inputs, "y": y}
+    buffers.update({w.name: poisoned(w.shape, w.dtype) for w in program.workspaces})
+    steps = []
+    for launch, args in zip(program.launches, launch_arguments(program, buffers), strict=True):
+        artifact = cpu.compile(render_host(launch.kernel), config)
+        loaded = cpu.load(artifact, config)
+        steps.append((loaded.function, cpu.check_args(loaded.artifact.kernel, args), loaded.workers))
+
+    def run() -> None:
+        # check_args gave raw addresses: the closure keeps the arrays behind them alive.
+        assert buffers
+        for function, values, workers in steps:
+            function(*values, workers)
+
+    return run
+
+
+def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray], reference: np.ndarray) -> Call | None:
+    """``torch.nn.functional.conv2d`` on the same memory (None without torch); its result is checked once."""
+    try:
+        import torch
+        import torch.nn.functional as functional
+    except ImportError:
+        return None
+    torch.set_num_threads(cpu.CpuConfig.default().workers)
+    x, weight = torch.from_numpy(inputs["x"]), torch.from_numpy(inputs["weight"])
+    if spec.layout == "NHWC":  # the same memory, seen as NCHW tensors in channels_last format
+        x, weight = x.permute(0, 3, 1, 2), weight.permute(0, 3, 1, 2)
+    options = {"stride": spec.stride, "padding": spec.padding, "dilation": spec.dilation}
+
+    def run() -> object:
+        with torch.no_grad():
+            return functional.conv2d(x, weight, **options)
+
+    got = run().numpy()  # NCHW, or an NCHW view of channels_last memory
+    if spec.layout == "NHWC":
+        got = got.transpose(0, 2, 3, 1)
+    error = relative_error(got.astype(np.float64), reference)
+    if error > 1e-4:
+        raise SystemExit(f"{spec}: torch disagrees with the reference (relative error {error:.3g})")
+    return run
+
+
+def numpy_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray]) -> Call:
+    x, weight = inputs["x"], inputs["weight"].reshape(spec.k, -1)
+
+    def run() -> np.ndarray:
+        cols = im2col(spec, x)
+        return np.matmul(weight, cols) if spec.layout == "NCHW" else np.matmul(cols, weight.T)
+
+    return run
+
+
+def candidates(spec: Conv2dSpec, device: CpuDevice, sample: int) -> list[conv2d.ConvSchedule]:
+    """The default schedule, the family of register tiles it belongs to (each blocked the same way, each
+    NCHW pack mode, and with KC cut to half the L1d), and ``sample`` more drawn from the level-2 space
+    with a fixed seed: all valid level-2 schedules, without repeats."""
+    lanes = device.f32_lanes
+    space = conv2d.space(spec, device, 2)
+    found = [conv2d.default_schedule(spec, device)]
+    l1 = device.l1d.size_bytes if device.l1d else 32 << 10
+    for mr, nr in ((8, 2 * lanes), (12, 2 * lanes), (14, 2 * lanes), (6, 3 * lanes), (8, 3 * lanes),
+                   (14, lanes), (10, 2 * lanes)):
+        for mode in conv2d.pack_modes(spec):
+            found.append(conv2d.sized_schedule(spec, device, mr, nr, mode))
+        # The BLIS rule: the KC x NR panel of B in about half the L1d.
+        found.append(conv2d.sized_schedule(spec, device, mr, nr, max_kc=max(64, l1 // 2 // (4 * nr))))
+    found += space.sample(sample, seed=0)
+    unique = list(dict.fromkeys(found))
+    return [s for s in unique if space.violation(s) is None]
+
+
+def sweep(spec: Conv2dSpec, device: CpuDevice, inputs: dict[str, np.ndarray], reference: np.ndarray,
+          count: int, config: cpu.CpuConfig) -> tuple[conv2d.ConvSchedule, int]:
+    """The fastest of :func:`candidates` and how many were tried. Each is checked against the reference
+    (one that is wrong stops the run) and timed once briefly; the three fastest are timed again in
+    interleaved rounds, so one lucky or unlucky moment on a shared machine does not pick the winner."""
+    tried = candidates(spec, device, count)
+    quick = Protocol(warmup_ms=10, min_repetitions=5, target_ms=50)
+    timed: list[tuple[float, conv2d.ConvSchedule, Call]] = []
+    for schedule in tried:
+        y = poisoned(spec.y_shape, "float32")
+        call = program_call(conv2d.build(spec, schedule), inputs, y, config)
+        call()
+        error = relative_error(y.astype(np.float64), reference)
+        if error > tolerance("float32", spec.c * spec.r * spec.s):
+            raise SystemExit(f"{spec}: schedule {schedule} is wrong (relative error {error:.3g})")
+        timed.append((measure(call, quick).median_ns, schedule, call))
+    finalists = sorted(timed, key=lambda t: t[0])[:3]
+    samples = _interleaved({str(i): call for i, (_, _, call) in enumerate(finalists)}, 3, quick)
+    best = min(range(len(finalists)), key=lambda i: percentile(samples[str(i)], 50))
+    return finalists[best][1], len(tried)
+
+
+def _interleaved(calls: dict[str, Call], rounds: int, protocol: Protocol) -> dict[str, list[int]]:
+    samples: dict[str, list[int]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            samples[name] += measure(call, protocol).samples_ns
+    return samples
+
+
+def _gflops(flops: int, samples_ns: list[int]) -> tuple[float, float, float]:
+    rates = [flops / s for s in samples_ns]
+    return percentile(rates, 50), percentile(rates, 20), percentile(rates, 80)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sweep", type=int, default=8, help="random level-2 schedules added per layer")
+    parser.add_argument("--layout", choices=("NCHW", "NHWC", "both"), default="both")
+    parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
+                        help="indices into the layer list")
+    args = parser.parse_args()
+    device = detect_cpu()
+    config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
+    layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
+    protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
+    peak = device.peak_gflops_f32
+    rows, picks = [], []
+    for index in (int(i) for i in args.layers.split(",")):
+        label, fields = LAYERS[index]
+        for layout in layouts:
+            spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
+            inputs = conv2d_inputs(spec, np.random.default_rng(0))
+            reference = conv2d_reference(spec, inputs)["y"]
+            best, tried = sweep(spec, device, inputs, reference, args.sweep, config)
+            default = conv2d.default_schedule(spec, device)
+            calls = {
+                "default": program_call(conv2d.build(spec, default), inputs, np.empty(spec.y_shape, np.float32),
+                                        config),
+                "best": program_call(conv2d.build(spec, best), inputs, np.empty(spec.y_shape, np.float32), config),
+                "numpy": numpy_call(spec, inputs),
+            }
+            peer = torch_call(spec, inputs, reference)
+            if peer is not None:
+                calls["torch"] = peer
+            samples = _interleaved(calls, args.rounds, protocol)
+            flops = conv2d_flops(spec)
+            rates = {name: _gflops(flops, s) for name, s in samples.items()}
+            best_ns = percentile(samples["best"], 50)
+            speedup = {name: percentile(s, 50) / best_ns for name, s in samples.items()}
+            row = [label, layout]
+            for name in ("default", "best", "torch", "numpy"):
+                if name in rates:
+                    median, p20, p80 = rates[name]
+                    row.append(f"{median:.1f} [{p20:.1f}, {p80:.1f}]")
+                else:
+                    row.append("n/a")
+            row += [f"{speedup['torch']:.2f}x" if "torch" in speedup else "n/a", f"{speedup['numpy']:.2f}x",
+                    f"{speedup['default']:.2f}x", f"{rates['best'][0] / peak:.0%}" if peak else "n/a"]
+            rows.append(row)
+            picks.append(f"{label} {layout}: best of {tried}: {best}")
+    print(f"{device.model}, {device.isa_summary}, {config.workers} workers, estimated FP32 peak "
+          f"{peak:.0f} GFLOP/s at {device.clock_ghz} GHz ({device.clock_source}), {args.rounds} interleaved "
+          f"rounds, uptime load {os.getloadavg()[0]:.2f}" if peak else f"{device.model}")
+    print(format_table(["layer (batch 1)", "layout", "default GFLOP/s", "best GFLOP/s", "torch GFLOP/s",
+                        "numpy GFLOP/s", "best/torch", "best/numpy", "best/default", "best/peak"], rows))
+    print("\n".join(picks))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""Packing launches of the cpu conv2d: im2col panels written straight from x, weights packed once.
+
+The cpu conv2d is a packed GEMM (``compiler.ops.cpu.gemm``) whose operands are packed from the
+convolution's tensors in the panel layout of CONTRACT.md: packed A is ``(batch_a, ceil(M/MR), K, MR)``
+with element ``[b, p, kk, r] = A_b[p*MR + r, kk]``, packed B is ``(batch_b, ceil(N/NR), K, NR)`` with
+``[b, q, kk, c] = B_b[kk, q*NR + c]``; both are zero past the matrix edge. The reduction index ``kk``
+runs over the filter taps in the order of the weight's last three axes: ``(c, r, s)`` for NCHW,
+``(r, s, c)`` for NHWC, so the weight is the ``[k, K]`` matrix it already is in memory.
+
+The im2col matrix is never formed: each packed element of the input operand is read from x where the
+tap lands (``h = p_i*stride_h - pad_h + r_i*dil_h``, likewise ``w``), or is zero where that falls in the
+padding or past the last output pixel.
+
+- NCHW: ``y[n]`` is the ``[k, p*q]`` matrix ``weight @ im2col(x[n])``. The weight is A (shared,
+  ``batch_a = 1``), the image's patches are B, one batch per image. A panel of B is ``NR`` consecutive
+  output pixels, and for stride 1 consecutive pixels of one output row read consecutive input columns:
+  the lane loop is a masked contiguous load, gathered only where a panel wraps to the next row.
+- NHWC: ``y`` is the ``[n*p*q, k]`` matrix ``im2col(x) @ weight^T`` (images folded into M: one batch, no
+  edge tile per image, and ``y``'s rows are exactly those of the GEMM's C). The patches are A, the
+  weight is B (``B[kk, j] = weight[j, kk]``). A panel of A is ``MR`` pixels; for each of its pixels and
+  each filter tap ``(r, s)`` the ``c`` channels are a contiguous run of x, so the packer walks pixels
+  outermost and channels innermost (contiguous reads, writes ``MR`` apart).
+
+Each packer is one launch whose blocks (one host thread each) take ``panels`` consecutive panels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from compiler.ir import (
+    Buffer,
+    Expr,
+    Kernel,
+    blockIdx,
+    cast,
+    f32,
+    i32,
+    i64,
+    if_,
+    kernel,
+    let,
+    logical_and,
+    logical_not,
+    lower,
+    max_,
+    min_,
+    range_,
+    select,
+)
+from compiler.ops.conv2d_spec import Conv2dSpec
+
+#: The largest offset an ``int`` holds.
+MAX_I32 = 2**31 - 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class ConvGemm:
+    """The GEMM a convolution is, in the spec's layout: which operand is the image and the C strides."""
+
+    spec: Conv2dSpec
+
+    @property
+    def image_is_b(self) -> bool:
+        """NCHW packs the patches as B (pixels along N), NHWC as A (pixels along M)."""
+        return self.spec.layout == "NCHW"
+
+    @property
+    def batch(self) -> int:
+        return self.spec.n if self.image_is_b else 1
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        """``(M, N, K)`` of one batch."""
+        spec = self.spec
+        pixels, taps = spec.p * spec.q, spec.c * spec.r * spec.s
+        return (spec.k, pixels, taps) if self.image_is_b else (spec.n * pixels, spec.k, taps)
+
+    @property
+    def c_strides(self) -> tuple[int, int]:
+        """``(c_batch_stride, c_row_stride)`` writing C straight into ``y``."""
+        spec = self.spec
+        pixels = spec.p * spec.q
+        return (spec.k * pixels, pixels) if self.image_is_b else (spec.n * pixels * spec.k, spec.k)
+
+
+def _offset(value: Expr | int, elements: int) -> Expr:
+    """``value`` in the integer type a flat offset into a tensor of ``elements`` needs (i64 past 2^31 - 1),
+    so offsets computed by hand cannot wrap where the buffer's own indexing would not."""
+    return cast(value, i64 if elements > MAX_I32 else i32)
+
+
+def _overshoot(spec: Conv2dSpec, lanes: int) -> int:
+    """Coordinates past an edge a packer forms under its predicate: the padding, plus a partial panel."""
+    return max(spec.padding) + lanes * max(spec.stride) + lanes
+
+
+def pack_weight_kernel(name: str, spec: Conv2dSpec, lanes: int, panels: int) -> Kernel:
+    """Pack the weight, a ``[k, K]`` matrix, into ``lanes``-wide panels of output channels.
+
+    The result ``wp`` is ``(1, ceil(k/lanes), K, lanes)``: ``wp[0, t, kk, l] = weight[t*lanes + l, kk]``.
+    That is packed A for NCHW (``lanes = MR``) and packed B for NHWC (``lanes = NR``). Each lane is one
+    weight row, read contiguously: the lanes are unrolled inside the ``kk`` loop, which the compiler
+    vectorises with interleaved stores (a loop over lanes inside would read with stride K). Lanes past
+    the last channel copy row 0, then are zeroed.
+    """
+    taps = spec.c * spec.r * spec.s
+    tiles = _ceil_div(spec.k, lanes)
+    grid = _ceil_div(tiles, panels)
+    with kernel(name, block=1, grid=grid) as k:
+        # overshoot=1: a flat extent of exactly 2^31 then takes 64-bit offsets (with 0, make_buffer
+        # picks i32 for the offsets and then cannot spell the extent in it).
+        weight = k.tensor("weight", f32, (spec.k * taps,), const=True, overshoot=1)
+        wp = k.tensor("wp", f32, (tiles, taps, lanes), overshoot=0)
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                elements = spec.k * taps
+                rows = [let(f"row{lane}", select(tile * lanes + lane < spec.k,
+                                                 _offset(tile * lanes + lane, elements) * taps, _offset(0, elements)))
+                        for lane in range(lanes)]
+                for kk in range_(taps, name="kk", simd=True):
+                    for lane, row in enumerate(rows):
+                        wp[tile, kk, lane] = weight[row + _offset(kk, elements)]
+                for lane in range(lanes):
+                    with if_(tile * lanes + lane >= spec.k):
+                        for kk in range_(taps, name="kk", simd=True):
+                            wp[tile, kk, lane] = 0.0
+    return lower(k.kernel)
+
+
+#: How the NCHW packer reads x: by runs of one output row (contiguous loads) or lane by lane (gathers).
+PACK_MODES = ("runs", "gather")
+
+
+def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int, mode: str = "runs") -> Kernel:
+    """Pack im2col of each NCHW image as B: ``bp[b, t, kk, l]`` is tap ``kk = (c, r, s)`` of pixel ``t*nr + l``.
+
+    ``bp`` is ``(n, ceil(p*q/nr), c*r*s, nr)``; blocks are ``(panel group, image)``. Two ways to read x
+    (``mode``), each faster on some shapes (measured; the schedule chooses):
+
+    - ``runs``: a panel's pixels fall into runs that lie in one output row (a panel touches at most
+      ``(nr - 2) // q + 2`` rows). In a run a tap reads x along one input row with stride ``stride_w``:
+      contiguous loads for stride 1, and the padding tests are a few scalar bounds per run and tap.
+      A 1x1 convolution with stride 1 and no padding is x itself: its run is the whole panel. Best
+      where output rows are long against ``nr``.
+    - ``gather``: every lane decodes its own pixel and tests its own bounds; the compiler turns the
+      lane loop into a masked gather. No per-run overhead, so best on short output rows.
+    """
+    if mode not in PACK_MODES:
+        raise ValueError(f"pack mode must be one of {PACK_MODES}, got {mode!r}")
+    pixels = spec.p * spec.q
+    tiles = _ceil_div(pixels, nr)
+    groups = _ceil_div(tiles, panels)
+    with kernel(name, block=1, grid=(groups, spec.n)) as k:
+        x = k.tensor("x", f32, (spec.n, spec.c, spec.h * spec.w), const=True, overshoot=_overshoot(spec, nr))
+        bp = k.tensor("bp", f32, (spec.n, tiles, spec.c * spec.r * spec.s, nr), overshoot=0)
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                (_pack_runs if mode == "runs" else _pack_gathered)(spec, x, bp, blockIdx.y, tile, nr)
+    return lower(k.kernel)
+
+
+def _pack_gathered(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    for c in range_(spec.c, name="c"):
+        for r in range_(spec.r, name="r"):
+            for s in range_(spec.s, name="s"):
+                kk = let("kk", (c * spec.r + r) * spec.s + s)
+                for lane in range_(nr, name="l", simd=True):
+                    pixel = tile * nr + lane
+                    h = pixel // spec.q * sh - ph + r * dh
+                    w = pixel % spec.q * sw - pw + s * dw
+                    inside = logical_and(pixel < spec.p * spec.q, h >= 0, h < spec.h, w >= 0, w < spec.w)
+                    bp[image, tile, kk, lane] = select(inside, x[image, c, h * spec.w + w], 0.0)
+
+
+def _pack_runs(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
+    pixels = spec.p * spec.q
+    flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+    run = pixels if flat else spec.q
+    runs = 1 if flat else min(spec.p, (nr - 2) // spec.q + 2)
+    first = let("first", tile * nr)
+    valid = let("valid", min_(nr, pixels - first))
+    for segment in range_(runs, name="seg"):
+        row = let("row", first // run + segment)
+        lo = let("lo", max_(0, row * run - first))
+        count = let("count", min_(valid, (row + 1) * run - first) - lo)
+        # Output column of the run's first pixel; the run's lanes are lo .. lo + count - 1.
+        column = let("column", first + lo - row * run)
+        for c in range_(spec.c, name="c"):
+            if flat:
+                for lane in range_(count, name="l", simd=True):
+                    bp[image, tile, c, lo + lane] = x[image, c, column + lane]
+            else:
+                _pack_run(spec, x, bp, image, tile, c, row, lo, count, column)
+    # Lanes past the last pixel (last panel only).
+    for kk in range_(spec.c * spec.r * spec.s, name="kk"):
+        for lane in range_(nr - valid, name="l", simd=True):
+            bp[image, tile, kk, valid + lane] = 0.0
+
+
+def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, c: Expr, row: Expr, lo: Expr,
+              count: Expr, column: Expr) -> None:
+    """Every tap of channel ``c`` for the ``count`` pixels of output row ``row`` from ``column`` on.
+
+    Per tap the run splits into lanes left of the image (zero), inside it (copied: an unconditional
+    load, which the compiler vectorises as a plain contiguous load for stride 1; a conditional one
+    becomes a masked gather) and right of it (zero).
+    """
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    for r in range_(spec.r, name="r"):
+        h = let("h", row * sh - ph + r * dh)
+        h_inside = let("h_inside", logical_and(h >= 0, h < spec.h))
+        for s in range_(spec.s, name="s"):
+            kk = let("kk", (c * spec.r + r) * spec.s + s)
+            w0 = let("w0", column * sw - pw + s * dw)
+            # Lanes l with 0 <= w0 + l*sw < w: from ceil(-w0 / sw) to ceil((w - w0) / sw); C division
+            # truncates, so numerators are kept non-negative or the bound is clamped to [begin, count].
+            begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
+            end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
+            for lane in range_(begin, name="l", simd=True):
+                bp[image, tile, kk, lo + lane] = 0.0
+            for lane in range_(end - begin, name="l", simd=True):
+                bp[image, tile, kk, lo + begin + lane] = x[image, c, h * spec.w + w0 + (begin + lane) * sw]
+            for lane in range_(count - end, name="l", simd=True):
+                bp[image, tile, kk, lo + end + lane] = 0.0
+
+
+def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) -> Kernel:
+    """Pack im2col of the NHWC input as A: ``ap[0, t, kk, l]`` is tap ``kk = (r, s, c)`` of pixel ``t*mr + l``.
+
+    ``ap`` is ``(1, ceil(n*p*q/mr), r*s*c, mr)``; pixels are numbered across images. For each tap
+    ``(r, s)`` every lane (a pixel) reads a contiguous run of ``c`` channels; the lanes are unrolled
+    inside the channel loop, so one vector step loads ``mr`` channel vectors and stores them
+    interleaved (``mr`` consecutive floats per channel), with no scatter. A lane outside the image
+    copies channel run 0 (always inside x), then is overwritten with zeros.
+    """
+    pixels = spec.n * spec.p * spec.q
+    tiles = _ceil_div(pixels, mr)
+    grid = _ceil_div(tiles, panels)
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    taps = spec.c * spec.r * spec.s
+    elements = spec.n * spec.h * spec.w * spec.c
+    with kernel(name, block=1, grid=grid) as k:
+        x = k.tensor("x", f32, (elements,), const=True, overshoot=1)  # see pack_weight_kernel
+        ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
+        for t_local in range_(panels, name="t"):
+            tile = let("tile", blockIdx.x * panels + t_local)
+            with if_(tile < tiles):
+                lanes = []
+                for lane in range(mr):
+                    pixel = let(f"pixel{lane}", tile * mr + lane)
+                    lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
+                                  let(f"h{lane}", pixel // spec.q % spec.p * sh - ph),
+                                  let(f"w{lane}", pixel % spec.q * sw - pw)))
+                for r in range_(spec.r, name="r"):
+                    for s in range_(spec.s, name="s"):
+                        reads = []
+                        for lane, (pixel, image, h0, w0) in enumerate(lanes):
+                            h, w = h0 + r * dh, w0 + s * dw
+                            inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h,
+                                                                      w >= 0, w < spec.w))
+                            offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w
+                                      + _offset(w, elements)) * spec.c
+                            reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
+                        kk0 = let("kk0", (r * spec.s + s) * spec.c)
+                        # Every lane copies (the vectoriser interleaves the stores); then the lanes in
+                        # the padding, a few at the image's border, are zeroed. A select per element
+                        # would keep the loop from vectorising.
+                        for c in range_(spec.c, name="c", simd=True):
+                            for lane, (_, at) in enumerate(reads):
+                                ap[tile, kk0 + c, lane] = x[at + _offset(c, elements)]
+                        for lane, (inside, _) in enumerate(reads):
+                            with if_(logical_not(inside)):
+                                for c in range_(spec.c, name="c", simd=True):
+                                    ap[tile, kk0 + c, lane] = 0.0
+    return lower(k.kernel)
+
+
+def im2col(spec: Conv2dSpec, x: np.ndarray) -> np.ndarray:
+    """The explicit im2col of ``x`` (numpy; the model the packers are tested against, and a bench peer).
+
+    NCHW: ``(n, c*r*s, p*q)``, the B operand of each image; NHWC: ``(n*p*q, r*s*c)``, the A operand.
+    """
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    spans = (dh * (spec.r - 1) + 1, dw * (spec.s - 1) + 1)
+    if spec.layout == "NCHW":
+        padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        # windows[n, c, p, q, r, s]
+        windows = sliding_window_view(padded, spans, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+        windows = windows[:, :, :spec.p, :spec.q]
+        return windows.transpose(0, 1, 4, 5, 2, 3).reshape(spec.n, spec.c * spec.r * spec.s, spec.p * spec.q)
+    padded = np.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    # windows[n, p, q, c, r, s]
+    windows = sliding_window_view(padded, spans, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
+    windows = windows[:, :spec.p, :spec.q]
+    return windows.transpose(0, 1, 2, 4, 5, 3).reshape(spec.n * spec.p * spec.q, spec.r * spec.s * spec.c)
+
+
+def pack_rows(a: np.ndarray, mr: int) -> np.ndarray:
+    """Packed A of one ``[M, K]`` matrix: ``(ceil(M/mr), K, mr)``, zero rows past M."""
+    m, k = a.shape
+    padded = np.zeros((_ceil_div(m, mr) * mr, k), a.dtype)
+    padded[:m] = a
+    return padded.reshape(-1, mr, k).transpose(0, 2, 1)
+
+
+def pack_columns(b: np.ndarray, nr: int) -> np.ndarray:
+    """Packed B of one ``[K, N]`` matrix: ``(ceil(N/nr), K, nr)``, zero columns past N."""
+    return pack_rows(b.T, nr)

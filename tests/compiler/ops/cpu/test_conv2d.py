@@ -1,0 +1,103 @@
+"""The cpu conv2d template end to end: every level-1 schedule, on awkward specs in both layouts, against
+the float64 reference, outputs and workspaces poisoned first; and the space's and build's contracts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.cpu_device import CacheLevel, CpuDevice, detect_cpu
+from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_inputs, conv2d_outputs, conv2d_reference
+from compiler.ops.cpu import conv2d
+from compiler.space import EmptySpaceError
+
+HOST = detect_cpu()
+
+#: Between them: 1x1, 3x3, 7x7 stride 2, padding 0/1/3, dilation 2, c = 1 and primes, batch 2, stride
+#: unequal per axis, and extents that are multiples of no tile.
+SPECS: dict[str, dict[str, object]] = {
+    "1x1 c=1 batch 2": {"n": 2, "c": 1, "h": 7, "w": 5, "k": 3, "r": 1, "s": 1},
+    "3x3 pad 1 primes batch 2": {"n": 2, "c": 3, "h": 11, "w": 13, "k": 17, "r": 3, "s": 3, "padding": (1, 1)},
+    "7x7 stride 2 pad 3": {"n": 1, "c": 5, "h": 19, "w": 23, "k": 7, "r": 7, "s": 7, "stride": (2, 2),
+                           "padding": (3, 3)},
+    "dilation 2 stride 1x2": {"n": 1, "c": 2, "h": 13, "w": 17, "k": 11, "r": 3, "s": 3, "stride": (1, 2),
+                              "padding": (2, 1), "dilation": (2, 2)},
+}
+
+LEVEL1 = tuple(conv2d.space(Conv2dSpec.model_validate(SPECS["7x7 stride 2 pad 3"]), HOST, 1).candidates())
+
+
+def _spec(name: str, layout: str) -> Conv2dSpec:
+    return Conv2dSpec.model_validate({**SPECS[name], "layout": layout})
+
+
+def _check(run_on_cpu, assert_matches, spec: Conv2dSpec, schedule: conv2d.ConvSchedule) -> None:
+    inputs = conv2d_inputs(spec, np.random.default_rng(7))
+    outputs = conv2d_outputs(spec)
+    got = run_on_cpu(conv2d.build(spec, schedule), inputs, outputs)
+    assert_matches(got, conv2d_reference(spec, inputs), outputs)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("name", SPECS)
+def test_every_level1_schedule_matches_the_reference(run_on_cpu, assert_matches, name: str, layout: str) -> None:
+    spec = _spec(name, layout)
+    schedules = conv2d.space(spec, HOST, 1).candidates()
+    assert len(schedules) >= 2
+    for schedule in schedules:
+        _check(run_on_cpu, assert_matches, spec, schedule)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_the_default_schedule_on_a_resnet_shaped_layer(run_on_cpu, assert_matches, layout: str) -> None:
+    spec = Conv2dSpec(n=1, c=32, h=14, w=14, k=48, r=3, s=3, padding=(1, 1), layout=layout)
+    _check(run_on_cpu, assert_matches, spec, conv2d.default_schedule(spec, HOST))
+
+
+def test_orientation_and_output_strides() -> None:
+    from compiler.ops.cpu.conv_pack import ConvGemm
+
+    nchw = ConvGemm(Conv2dSpec(n=2, c=3, h=9, w=8, k=5, r=3, s=3))
+    assert (nchw.mnk, nchw.batch, nchw.c_strides) == ((5, 42, 27), 2, (5 * 42, 42))
+    nhwc = ConvGemm(Conv2dSpec(n=2, c=3, h=9, w=8, k=5, r=3, s=3, layout="NHWC"))
+    assert (nhwc.mnk, nhwc.batch, nhwc.c_strides) == ((84, 5, 27), 1, (84 * 5, 5))
+
+
+def test_spaces_read_the_device() -> None:
+    spec = Conv2dSpec(n=1, c=64, h=28, w=28, k=64, r=3, s=3, padding=(1, 1))
+    avx2 = CpuDevice("x", "AuthenticAMD", "x86_64", ("avx2", "fma"), 8, 4, 4,
+                     (CacheLevel(1, "Data", 32768, 64, 1), CacheLevel(2, "Unified", 524288, 64, 1)), 3.0, "t", 2)
+    found = conv2d.space(spec, avx2, 2).enumerate()
+    assert found.valid and {s.nr for s in found.valid} <= {8, 16, 24}
+    assert all(s.mr * -(-s.nr // 8) + -(-s.nr // 8) + 1 <= 16 for s in found.valid)
+    assert "register tile fits 16 vector registers" in found.rejected
+    assert {s.nr for s in conv2d.space(spec, avx2, 1).candidates()} == {8, 16}
+
+
+def test_float16_is_refused_with_a_reason() -> None:
+    spec = Conv2dSpec(n=1, c=3, h=5, w=5, k=2, r=3, s=3, dtype="float16")
+    with pytest.raises(EmptySpaceError, match="float32, not float16"):
+        conv2d.space(spec, HOST, 1)
+    with pytest.raises(EmptySpaceError, match="float32, not float16"):
+        conv2d.build(spec, LEVEL1[0])
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("fields", [
+    {"c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "padding": (1, 1)},
+    {"c": 256, "h": 14, "w": 14, "k": 256, "r": 3, "s": 3, "padding": (1, 1)},
+    {"c": 64, "h": 56, "w": 56, "k": 256, "r": 1, "s": 1},
+    {"c": 3, "h": 224, "w": 224, "k": 64, "r": 7, "s": 7, "stride": (2, 2), "padding": (3, 3)},
+])
+def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]) -> None:
+    spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
+    default = conv2d.default_schedule(spec, HOST)
+    level2 = conv2d.space(spec, HOST, 2)
+    assert level2.violation(default) is None
+    assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
+
+
+def test_pixels_past_32_bits_are_refused_with_a_reason() -> None:
+    spec = Conv2dSpec(n=1, c=1, h=65536, w=65536, k=1, r=1, s=1, stride=(2, 2))  # a 2^32-element plane
+    with pytest.raises(EmptySpaceError, match="32-bit"):
+        conv2d.space(spec, HOST, 1)
