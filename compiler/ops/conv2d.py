@@ -18,12 +18,13 @@ from compiler.ops.conv2d_spec import (
     conv2d_outputs,
     conv2d_reference,
 )
-from compiler.ops.templated import TemplatedOperator, Workload
+from compiler.ops.templated import LazyTemplate, TemplatedOperator, Workload
 
 OPERATOR = TemplatedOperator(
     name="conv2d",
     spec_model=Conv2dSpec,
     workload=Workload(conv2d_inputs, conv2d_outputs, conv2d_reference, conv2d_flops, conv2d_min_bytes),
     templates=MappingProxyType({("cuda", "float32"): conv2d_simt, ("cuda", "float16"): conv2d_mma,
-                                ("cuda", "bfloat16"): conv2d_mma}),
+                                ("cuda", "bfloat16"): conv2d_mma,
+                                ("cpu", "float32"): LazyTemplate("compiler.ops.cpu.conv2d")}),
 )

@@ -14,12 +14,13 @@ from compiler.ops.matmul_spec import (
     matmul_outputs,
     matmul_reference,
 )
-from compiler.ops.templated import TemplatedOperator, Workload
+from compiler.ops.templated import LazyTemplate, TemplatedOperator, Workload
 
 OPERATOR = TemplatedOperator(
     name="matmul",
     spec_model=MatmulSpec,
     workload=Workload(matmul_inputs, matmul_outputs, matmul_reference, matmul_flops, matmul_min_bytes),
     templates=MappingProxyType({("cuda", "float32"): matmul_simt, ("cuda", "float16"): matmul_mma,
-                                ("cuda", "bfloat16"): matmul_mma}),
+                                ("cuda", "bfloat16"): matmul_mma,
+                                ("cpu", "float32"): LazyTemplate("compiler.ops.cpu.matmul")}),
 )
