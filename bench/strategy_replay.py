@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"strategy_replay: {error}", file=sys.stderr)
                     return 2
         seconds = (time.monotonic() - started) / args.seeds
+        print(f"strategy_replay: {name}: {args.seeds} seeds, {seconds:.1f} s a run", file=sys.stderr, flush=True)
         label = f"default ({DEFAULT})" if name == "default" else name
         for budget in budgets:
             qualities = [round(quality(replay, evaluated, budget), 4) for evaluated in per_seed]
