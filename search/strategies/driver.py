@@ -90,7 +90,7 @@ def run_search(
     """Search ``space`` for the point ``objective`` rates lowest, with ``strategy``, within ``budget``."""
     key = study_key or f"{space.template}:{space.fingerprint}"
     study = open_study(space, key, storage, strategy.sampler(space, seed))
-    invalid_mode = getattr(strategy, "invalid_mode", "prune")
+    invalid_mode = getattr(strategy, "invalid_mode", "constraint")
     records: list[TrialRecord] = []
     taken: set[tuple[int, ...]] = set()
     for trial in study.get_trials(deepcopy=False):

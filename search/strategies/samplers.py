@@ -15,10 +15,16 @@ from search.strategies.driver import SpaceExhausted
 
 @dataclass(frozen=True)
 class SamplerStrategy:
-    """An Optuna sampler proposes every point; ``invalid_mode`` is how it hears of invalid ones."""
+    """An Optuna sampler proposes every point; ``invalid_mode`` is how it hears of invalid ones.
+
+    ``constraint`` by default: on the replayed A100 convolution space (58% of combinations invalid) TPE
+    told of invalid points as infeasible reached 0.886 of the optimum at 100 evaluations and 1.000 at
+    200 (median of 5 seeds), against 0.775 and 0.862 when they were merely pruned (10 seeds) and 0.842
+    and 0.929 when they failed (5 seeds) (README, "Search strategies").
+    """
 
     name: str
-    invalid_mode: str = "prune"
+    invalid_mode: str = "constraint"
 
     def sampler(self, space: Space[Any], seed: int) -> optuna.samplers.BaseSampler:
         if self.name == "tpe":

@@ -167,10 +167,22 @@ def test_trials_store_only_storable_params():
         assert ("unroll" in trial.params) == trial.params["flag"]  # inactive parameters are not suggested
 
 
-def test_strategy_names():
+def test_strategy_names_and_how_samplers_hear_of_invalid_points():
     assert get_strategy("default").name == DEFAULT
+    assert get_strategy("tpe:fail").invalid_mode == "fail"
     with pytest.raises(ValueError, match="unknown strategy 'nope'"):
         get_strategy("nope")
+    with pytest.raises(ValueError, match="unknown invalid mode 'x'"):
+        get_strategy("tpe:x")
+    space = synthetic()
+    for mode, state, infeasible in (("constraint", "PRUNED", True), ("prune", "PRUNED", False),
+                                    ("fail", "FAIL", False)):
+        storage = optuna.storages.InMemoryStorage()
+        search(space, Counting(space), f"random:{mode}", Budget(trials=10), storage=storage, study_key="k")
+        rejected = [t for t in optuna.load_study(study_name="k", storage=storage).trials
+                    if t.user_attrs.get("rejected") == "invalid"]
+        assert rejected and all(t.state.name == state for t in rejected)
+        assert all(("constraints:valid" in t.system_attrs) == infeasible for t in rejected), mode
 
 
 def test_gp_needs_its_optional_dependencies_or_runs():
