@@ -78,6 +78,7 @@ class Hybrid:
     initial: int = 10
     local_every: int = 3
     hamming: bool = True
+    radius: int = 1
 
     def sampler(self, space: Space[Any], seed: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.RandomSampler(seed=seed)
@@ -97,7 +98,7 @@ class Hybrid:
         model, best = self._model(history, pool)
         step = len(records) - self.initial
         if self.local_every and step % self.local_every == self.local_every - 1:
-            local = _local_candidates(history, pool, self.hamming)
+            local = _local_candidates(history, pool, self.hamming, self.radius)
             if local.size:
                 free = local
         mean, std = model.predict(pool.x[free])
@@ -198,11 +199,12 @@ def _neighbourhood(history: History, records: list[TrialRecord], steps: int, ham
     return found
 
 
-def _local_candidates(history: History, pool: _Pool, hamming: bool) -> np.ndarray:
-    """Free valid points one step (else two) from the best measured point that still has any."""
+def _local_candidates(history: History, pool: _Pool, hamming: bool, radius: int) -> np.ndarray:
+    """Free valid points within ``radius`` steps (else one more) of the best measured point that
+    still has any."""
     ranked = sorted((r for r in history.records if r.value is not None), key=lambda r: r.value or 0.0)
     for record in ranked[:5]:
-        for steps in (1, 2):
+        for steps in (radius, radius + 1):
             near = _neighbourhood(history, [record], steps, hamming)
             pool.extend(history, near)
             found = {pool.keys[k] for k in (history.space.key(v) for v in near)
