@@ -1,0 +1,192 @@
+"""Search strategies on brute-forced public tuning spaces, replayed as if the file were a device.
+
+A T4 file (../shared/data/benchmark_hub/) holds every valid configuration of a GPU kernel's space and
+its measured runtimes. The replay target turns it into our ``Space`` (the parameters and their values
+as the file has them; a combination is valid when the file lists it, as the original restrictions
+allowed) and serves its measurements as the objective (a configuration's time is the median of its
+runtimes; one the file marks as failed to compile or run is a failed evaluation, which counts). Our
+strategies run through the same code that tunes real kernels (``search.strategies``).
+
+Quality at budget B = optimum / best time found among the first B distinct configurations evaluated
+(0 when none ran). Each (strategy, seed) runs once to the largest budget and the smaller budgets read
+the prefix of its evaluations: the strategies do not change course with the budget, so this is what a
+run with the smaller budget would have done. Kernel Tuner's strategies run on the same files in its
+simulation mode, in the same process, when any of them is asked for (``pip install -e '.[bench]'``);
+only our strategies need nothing beyond warpmap.
+
+Usage: ``python bench/strategy_replay.py --file F.json.gz [--strategies tpe,random,...]
+[--budgets 25,50,100,200] [--seeds 10] [--json]``; ``default`` is the strategy ``warpmap tune`` uses,
+``kt:NAME`` a Kernel Tuner strategy (``kt:all`` for those in ``KT_DEFAULT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from compiler.space import Constraint, Param, Space
+from search.strategies import DEFAULT, Budget, Outcome, get_strategy, search
+from search.trial import TrialStatus
+
+#: Kernel Tuner strategies run by ``kt:all`` (its population, annealing, local and model-free ones).
+KT_DEFAULT = ("genetic_algorithm", "firefly_algorithm", "pso", "dual_annealing", "simulated_annealing",
+              "basinhopping", "diff_evo", "greedy_ils", "random_sample")
+OURS_DEFAULT = ("default", "hybrid", "tpe", "random")
+_FAILED = {"compile": TrialStatus.COMPILE_ERROR, "runtime": TrialStatus.LAUNCH_ERROR}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A brute-forced space: parameter values, the valid configurations, their times (None: failed)."""
+
+    name: str
+    params: dict[str, tuple[Any, ...]]
+    times: dict[tuple[Any, ...], float | None]
+    statuses: dict[tuple[Any, ...], str]
+
+    @property
+    def optimum(self) -> float:
+        return min(t for t in self.times.values() if t is not None)
+
+    def space(self) -> Space[tuple[Any, ...]]:
+        names = tuple(self.params)
+        listed = self.times
+        return Space(
+            template=f"replay:{self.name}",
+            params=tuple(Param(n, c) for n, c in self.params.items()),
+            make=lambda values: tuple(values[n] for n in names),
+            constraints=(Constraint("listed in the brute-forced space", lambda point: point in listed),),
+        )
+
+    def objective(self) -> Callable[[dict[str, Any]], Outcome]:
+        names = tuple(self.params)
+
+        def measure(values: dict[str, Any]) -> Outcome:
+            point = tuple(values[n] for n in names)
+            time_ms = self.times[point]
+            if time_ms is None:
+                return Outcome.failed(_FAILED.get(self.statuses[point], TrialStatus.LAUNCH_ERROR), self.statuses[point])
+            return Outcome.ok(time_ms)
+
+        return measure
+
+
+def load(path: Path) -> Replay:
+    """The replay of one T4 file (a bad file is a one-line error)."""
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as handle:
+        data = json.load(handle)
+    results = data["results"]
+    names = list(results[0]["configuration"])
+    values: dict[str, set[Any]] = {n: set() for n in names}
+    times: dict[tuple[Any, ...], float | None] = {}
+    statuses: dict[tuple[Any, ...], str] = {}
+    for result in results:
+        config = result["configuration"]
+        point = tuple(config[n] for n in names)
+        for n in names:
+            values[n].add(config[n])
+        runtimes = result.get("times", {}).get("runtimes") or []
+        ok = result.get("invalidity") == "correct" and runtimes
+        times[point] = statistics.median(runtimes) if ok else None
+        statuses[point] = result.get("invalidity", "unknown")
+    params = {n: tuple(sorted(v)) for n, v in values.items()}
+    return Replay(path.name.split(".")[0], params, times, statuses)
+
+
+def quality(replay: Replay, evaluated: list[float | None], budget: int) -> float:
+    found = [t for t in evaluated[:budget] if t is not None]
+    return replay.optimum / min(found) if found else 0.0
+
+
+def run_ours(replay: Replay, name: str, seed: int, trials: int) -> list[float | None]:
+    """The times of the configurations one of our strategies evaluated, in order."""
+    result = search(replay.space(), replay.objective(), get_strategy(name), Budget(trials=trials), seed=seed)
+    return [t.value for t in result.trials]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--file", required=True, type=Path)
+    parser.add_argument("--strategies", default=",".join(OURS_DEFAULT))
+    parser.add_argument("--budgets", default="25,50,100,200")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        budgets = sorted({int(b) for b in args.budgets.split(",")})
+        if not budgets or budgets[0] <= 0 or args.seeds <= 0:
+            raise ValueError("budgets and seeds must be positive")
+        replay = load(args.file)
+    except (OSError, ValueError, KeyError, IndexError, json.JSONDecodeError) as error:
+        print(f"strategy_replay: {error}", file=sys.stderr)
+        return 2
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    if "kt:all" in names:
+        names = [n for n in names if n != "kt:all"] + [f"kt:{k}" for k in KT_DEFAULT]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    runner = None
+    if any(n.startswith("kt:") for n in names):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        try:
+            from replay_kernel_tuner import KernelTunerReplay
+        except ImportError as error:
+            print(f"strategy_replay: Kernel Tuner strategies need kernel_tuner ({error})", file=sys.stderr)
+            return 2
+        runner = KernelTunerReplay(replay)
+    rows = []
+    for name in names:
+        started = time.monotonic()
+        per_seed = []
+        for seed in range(args.seeds):
+            if name.startswith("kt:"):
+                assert runner is not None
+                per_seed.append(runner.run(name[3:], seed, budgets[-1]))
+            else:
+                try:
+                    per_seed.append(run_ours(replay, name, seed, budgets[-1]))
+                except ValueError as error:
+                    print(f"strategy_replay: {error}", file=sys.stderr)
+                    return 2
+        seconds = (time.monotonic() - started) / args.seeds
+        print(f"strategy_replay: {name}: {args.seeds} seeds, {seconds:.1f} s a run", file=sys.stderr, flush=True)
+        label = f"default ({DEFAULT})" if name == "default" else name
+        for budget in budgets:
+            qualities = [round(quality(replay, evaluated, budget), 4) for evaluated in per_seed]
+            rows.append({"strategy": label, "budget": budget, "median_quality": statistics.median(qualities),
+                         "qualities": qualities, "seconds_per_run": round(seconds, 2)})
+    if args.json:
+        print(json.dumps({"file": args.file.name, "optimum": replay.optimum, "results": rows}))
+    else:
+        print_table(args.file.name, replay, rows, budgets)
+    return 0
+
+
+def print_table(file: str, replay: Replay, rows: list[dict[str, Any]], budgets: list[int]) -> None:
+    valid = sum(1 for t in replay.times.values() if t is not None)
+    print(f"{file}: {len(replay.times)} configurations, {valid} ran, optimum {replay.optimum:.4f} ms")
+    print("median quality (worst seed) at each budget")
+    header = f"{'strategy':<28}" + "".join(f"{b:>15}" for b in budgets) + f"{'s/run':>8}"
+    print(header)
+    by_strategy: dict[str, dict[int, dict[str, Any]]] = {}
+    for row in rows:
+        by_strategy.setdefault(row["strategy"], {})[row["budget"]] = row
+    for name, cells in by_strategy.items():
+        line = f"{name:<28}"
+        for b in budgets:
+            cell = cells[b]
+            line += f"{cell['median_quality']:>8.3f} ({min(cell['qualities']):.2f})"
+        print(line + f"{cells[budgets[-1]]['seconds_per_run']:>8.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
