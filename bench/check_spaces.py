@@ -20,10 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from compiler.backends import Runner, get_runner
-from compiler.backends.emu.runner import EmuRunner
+from compiler.backends import Target, get_target
 from compiler.device import device_preset
-from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import get_operator, parse_spec
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules
@@ -45,9 +43,9 @@ SPECS: list[tuple[str, dict[str, object]]] = [
 ]
 
 
-def timed(check: Callable[..., list[CheckResult]], runner: Runner) -> tuple[float, list[CheckResult]]:
+def timed(check: Callable[..., list[CheckResult]], target: Target) -> tuple[float, list[CheckResult]]:
     start = time.perf_counter()
-    results = check(runner=runner)
+    results = check(target=target)
     return time.perf_counter() - start, results
 
 
@@ -59,11 +57,11 @@ def main() -> int:
     if not args.warm:
         # The emulator reads its cache folder from the environment; NVRTC builds get the same fresh root.
         os.environ["WARPMAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="warpmap-bench-")
-    cache = DiskCache(default_cache_root() / "cubin", 512 << 20)
-    runner, device = get_runner("emu"), device_preset("h200")
+    device = device_preset("h200")
+    runner = get_target("emu", gpu=device)
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, caches "
           f"{'warm' if args.warm else 'cold (' + str(Path(os.environ['WARPMAP_CACHE_DIR'])) + ')'}")
-    without_races = EmuRunner(detect_races=False)
+    without_races = get_target("emu", gpu=device, detect_races=False)
     header = ["spec", "schedules", "passed", "failed", "pruned", "wall", "cached, no races", "cached, races"]
     rows: list[list[object]] = []
     failed = 0
@@ -71,8 +69,7 @@ def main() -> int:
         spec = parse_spec(data)
         operator = get_operator(spec.op)
         schedules = operator.space(spec, device, 1).candidates()
-        check = functools.partial(check_schedules, operator, spec, schedules, device=device, jobs=args.jobs,
-                                  cache=cache)
+        check = functools.partial(check_schedules, operator, spec, schedules, jobs=args.jobs)
         seconds, results = timed(check, runner)
         # Small grids run only the race-checked build by default: build the plain ones untimed first.
         timed(check, without_races)

@@ -19,7 +19,7 @@ from typing import Any
 
 from scratch_cache import add_cache_option, use_cache_dir
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.ops import get_operator, parse_spec
 from search.verify import check_schedules
@@ -60,7 +60,8 @@ def main() -> int:
     opts = parser.parse_args()
     use_cache_dir(opts.cache_dir)
     rnd = random.Random(opts.seed)
-    device, runner = device_preset("h200"), get_runner("emu")
+    device = device_preset("h200")
+    target = get_target("emu", gpu=device)
     deadline = time.monotonic() + 60 * opts.minutes
     outcomes: Counter[tuple[str, str]] = Counter()
     specs = failures = 0
@@ -79,7 +80,7 @@ def main() -> int:
         schedules = operator.space(spec, device, 2).sample(opts.samples, rnd.randrange(1 << 30))
         seed = rnd.randrange(1000)
         specs += 1
-        for result in check_schedules(operator, spec, schedules, runner=runner, device=device, seed=seed):
+        for result in check_schedules(operator, spec, schedules, target=target, seed=seed):
             outcomes[(data["op"], result.status.value)] += 1
             if result.status.is_failure:
                 failures += 1

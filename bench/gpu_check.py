@@ -15,9 +15,8 @@ from collections import Counter
 
 from scratch_cache import add_cache_option, use_cache_dir
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import DEVICES, DeviceSpec
-from compiler.diskcache import DiskCache, default_cache_root
 from compiler.ops import operators, parse_spec
 from compiler.toolchain import detect_gpus
 from search.trial import TrialStatus
@@ -68,13 +67,12 @@ def main() -> int:
     add_cache_option(parser)
     args = parser.parse_args()
     use_cache_dir(args.cache_dir)
-    runner = get_runner("cuda")
-    reason = runner.unavailable_reason()
+    reason = get_target("cuda").unavailable_reason()
     if reason is not None:
         print(reason, file=sys.stderr)
         return 2
     device = gpu_device()
-    cache = DiskCache(default_cache_root() / "cubin", 512 << 20)
+    target = get_target("cuda", gpu=device, archs=(device.arch,))
     rows: list[list[object]] = []
     failures: list[str] = []
     for name, operator in sorted(operators().items()):
@@ -85,9 +83,8 @@ def main() -> int:
             space = operator.space(spec, device, args.level)
             start = time.perf_counter()
             schedules = space.candidates()
-            # One at a time: the GPU runner launches in this process, on one context.
-            results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=1,
-                                      cache=cache, archs=(device.arch,), timeout_s=20.0)
+            # One at a time: the GPU target launches in this process, on one context.
+            results = check_schedules(operator, spec, schedules, target=target, jobs=1, timeout_s=20.0)
             counts = Counter(result.status for result in results)
             failures += [f"{space.template} {spec.canonical_json()} {result.schedule}: {result.status} {result.message}"
                          for result in results if result.status.is_failure]

@@ -8,8 +8,11 @@ present. The host CPU's description is ``compiler.cpu_device.CpuDevice``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
+
+from compiler.cpu_device import CpuDevice
 
 KIB = 1024
 
@@ -70,6 +73,10 @@ DEVICES: dict[str, DeviceSpec] = {
         l2_bytes=50 * KIB * KIB,
     ),
 }
+
+
+#: The preset whose limits shape a CUDA space where this machine has no GPU.
+DEFAULT_GPU = "h200"
 
 
 def device_preset(name: str) -> DeviceSpec:
@@ -140,3 +147,23 @@ def _call(api: Any, result: tuple[Any, ...]) -> Any:
     if status != api.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"CUDA driver call failed: {getattr(status, 'name', status)}")
     return value
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_device() -> DeviceSpec:
+    """This machine's GPU as the driver reports it, else the :data:`DEFAULT_GPU` preset (asked once per
+    process: a GPU does not come or go under a running process)."""
+    return local_gpu_spec() or device_preset(DEFAULT_GPU)
+
+
+def template_target(device: DeviceSpec | CpuDevice) -> str:
+    """Which templates serve ``device``: ``cuda`` for a GPU's description, ``cpu`` for the host's.
+
+    >>> template_target(DEVICES["h200"])
+    'cuda'
+    """
+    if isinstance(device, DeviceSpec):
+        return "cuda"
+    if isinstance(device, CpuDevice):
+        return "cpu"
+    raise TypeError(f"not a device description: {type(device).__name__}")

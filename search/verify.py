@@ -1,17 +1,20 @@
-"""Check one schedule end to end: build its program, compile each launch for each arch, run the launches in
-order, compare with numpy.
+"""Check one schedule end to end: build its program, compile it for the target, run it, compare with numpy.
 
-The same path serves ``warpmap check`` and the tuner's correctness gate. Every outcome is a
-:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in this harness raise.
+The same path serves ``warpmap check`` and the tuner's correctness gate, on any target
+(``compiler.backends.get_target``): this module asks none of them which one it is. Every outcome is a
+:class:`CheckResult` with a :class:`~search.trial.TrialStatus`; only bugs in this harness raise. A
+passing result carries the compiled artifact: the one that was verified is the one to time and store.
 
-Pruned (``INVALID``) means the schedule cannot serve the spec on the device, and nothing else: ptxas
-reports spills or limits exceeded, or the template refused it on purpose with
-:class:`~compiler.space.ScheduleDoesNotFitError`. Any other exception from a template's ``build`` is
-a bug in the template and fails the schedule (``COMPILE_ERROR``, with the traceback). A check whose
+Pruned (``INVALID``) means the schedule cannot serve the spec on the device, and nothing else: the
+target's compile says it does not fit (on the CUDA targets, ptxas reports spills or limits exceeded), or
+the template refused it on purpose with :class:`~compiler.space.ScheduleDoesNotFitError`. Any other
+exception from a template's ``build`` is a bug in the template and fails the schedule
+(``COMPILE_ERROR``, with the traceback), as does a program the target cannot compile. A check whose
 every schedule was pruned verified nothing: :func:`summarize` calls it a failure.
 
-Outputs are compared by relative L2 error against :func:`compiler.numeric.tolerance`, which grows with
-the number of terms each output element sums (its ``TensorSpec.reduction``).
+Outputs (and workspaces, by the target) are poisoned with NaN before each run and compared by relative
+L2 error against :func:`compiler.numeric.tolerance`, which grows with the number of terms each output
+element sums (its ``TensorSpec.reduction``).
 """
 
 from __future__ import annotations
@@ -19,24 +22,23 @@ from __future__ import annotations
 import functools
 import traceback
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backends import Runner
+from compiler.backends import Artifact, CompileFailure, Target
 from compiler.backends.errors import KernelRunError, KernelTimeoutError
-from compiler.backends.nvrtc import DEFAULT_ARCHS, ResourceUsage, compile_source
-from compiler.codegen import render_program
-from compiler.device import DeviceSpec
-from compiler.diskcache import DiskCache
+from compiler.backends.ptxas_report import ResourceUsage
 from compiler.numeric import from_storage, poisoned, relative_error, tolerance, underflow_allowance
 from compiler.ops.base import Operator
-from compiler.program import Program, launch_arguments
+from compiler.program import Program
 from compiler.source import KernelSource
 from compiler.space import ScheduleDoesNotFitError
 from search.trial import TrialStatus
+
+_FAILURE_STATUS = {"compile_error": TrialStatus.COMPILE_ERROR, "invalid": TrialStatus.INVALID}
 
 
 @dataclass(frozen=True)
@@ -45,68 +47,20 @@ class CheckResult:
     status: TrialStatus
     #: Worst relative L2 error over the outputs, when the program ran.
     error: float | None = None
-    #: ptxas's report for each arch compiled, one mapping per launch compiled, in launch order.
-    launch_usage: tuple[dict[str, ResourceUsage], ...] = ()
+    #: The compiler's resource report per arch, one mapping per launch compiled, in launch order (ptxas's
+    #: on the CUDA targets; empty mappings where a target reports none).
+    launch_usage: tuple[Mapping[str, ResourceUsage], ...] = ()
     message: str = ""
     program: Program | None = None
-    #: The CUDA source of each launch, in launch order (what NVRTC and the runner were given).
+    #: The source of each launch compiled, in launch order, in the target's dialect.
     kernels: tuple[KernelSource, ...] = ()
+    #: What the target built, when it built: the artifact that was run, and is to be timed and stored.
+    artifact: Artifact | None = None
 
     @property
-    def usage(self) -> dict[str, ResourceUsage]:
-        """ptxas's report per arch for the first launch (see ``launch_usage`` for the others)."""
+    def usage(self) -> Mapping[str, ResourceUsage]:
+        """The resource report per arch for the first launch (see ``launch_usage`` for the others)."""
         return self.launch_usage[0] if self.launch_usage else {}
-
-
-def resource_problem(kernel: KernelSource, usage: ResourceUsage, device: DeviceSpec) -> str | None:
-    """Why ptxas's report rules the kernel out on ``device`` (spills, registers, shared memory), or None."""
-    if usage.spill_stores or usage.spill_loads:
-        return f"spills {usage.spill_stores} bytes stored, {usage.spill_loads} loaded"
-    if usage.registers * kernel.threads_per_block > device.max_registers_per_block:
-        return f"{usage.registers} registers x {kernel.threads_per_block} threads > {device.max_registers_per_block}"
-    if usage.shared_bytes > device.max_shared_static:
-        return f"static shared memory {usage.shared_bytes} B > {device.max_shared_static} B"
-    if usage.shared_bytes + kernel.shared_bytes > device.max_shared_dynamic:
-        return f"shared memory {usage.shared_bytes + kernel.shared_bytes} B > {device.max_shared_dynamic} B"
-    return None
-
-
-def compile_checked(
-    kernel: KernelSource,
-    device: DeviceSpec,
-    archs: Sequence[str] = DEFAULT_ARCHS,
-    cache: DiskCache | None = None,
-) -> tuple[TrialStatus | None, dict[str, ResourceUsage], str]:
-    """Compile for every arch; a failure status and message, or None with the usage per arch."""
-    usage: dict[str, ResourceUsage] = {}
-    for arch in archs:
-        build = compile_source(kernel, arch, cache=cache)
-        if not build.ok or build.usage is None:
-            error = build.error
-            where = f" at line {error.line}: {error.source_line.strip()}" if error and error.source_line else ""
-            return TrialStatus.COMPILE_ERROR, usage, f"{arch}: {error.message if error else 'no report'}{where}"
-        usage[arch] = build.usage
-        problem = resource_problem(kernel, build.usage, device)
-        if problem is not None:
-            return TrialStatus.INVALID, usage, f"{arch}: {problem}"
-    return None, usage, ""
-
-
-def compile_launches(
-    kernels: Sequence[KernelSource],
-    device: DeviceSpec,
-    archs: Sequence[str] = DEFAULT_ARCHS,
-    cache: DiskCache | None = None,
-) -> tuple[TrialStatus | None, tuple[dict[str, ResourceUsage], ...], str]:
-    """:func:`compile_checked` for each launch in order, stopping at the first that fails; a message
-    about a launch of a multi-launch program names its entry."""
-    usages: list[dict[str, ResourceUsage]] = []
-    for kernel in kernels:
-        status, usage, message = compile_checked(kernel, device, archs, cache)
-        usages.append(usage)
-        if status is not None:
-            return status, tuple(usages), message if len(kernels) == 1 else f"{kernel.entry}: {message}"
-    return None, tuple(usages), ""
 
 
 class Oracle:
@@ -128,9 +82,9 @@ class Oracle:
     def expected(self) -> dict[str, np.ndarray]:
         return self.operator.reference(self.spec, self.inputs)
 
-    def arguments(self, program: Program) -> tuple[list[list[np.ndarray | int | float]], dict[str, np.ndarray]]:
-        """Each launch's arguments in its parameter order, over fresh copies of the inputs and NaN-poisoned
-        outputs and workspaces (one buffer each, shared by the launches), plus the outputs by name."""
+    def arguments(self, program: Program) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The program's arguments by name, over fresh copies of the inputs and NaN-poisoned outputs, plus
+        the outputs by name (workspaces belong to the loaded program, which poisons them itself)."""
         outputs = {out.name: poisoned(out.shape, out.dtype) for out in self.operator.outputs(self.spec)}
         buffers: dict[str, np.ndarray] = {}
         for name in program.arguments:
@@ -140,9 +94,7 @@ class Oracle:
                 buffers[name] = outputs[name]
             else:
                 raise ValueError(f"{program.name}: argument {name!r} is neither an input nor an output")
-        for workspace in program.workspaces:
-            buffers[workspace.name] = poisoned(workspace.shape, workspace.dtype)
-        return launch_arguments(program, buffers), outputs
+        return buffers, outputs
 
     def worst_error(self, outputs: dict[str, np.ndarray]) -> tuple[float, str]:
         """The relative error of the output furthest past its tolerance (or nearest to it), and its name."""
@@ -168,56 +120,42 @@ class Oracle:
         }
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """A schedule that built and compiled within the device's limits, ready to run."""
-
-    schedule: Hashable
-    program: Program
-    kernels: tuple[KernelSource, ...]
-    usage: tuple[dict[str, ResourceUsage], ...]
-
-
-def _compile(operator: Operator, spec: object, schedule: Hashable, runner: Runner, device: DeviceSpec,
-             archs: Sequence[str], cache: DiskCache | None) -> CheckResult | _Compiled:
-    """Build, render and compile each launch for every arch and let the runner prepare: everything before
-    the launches."""
+def _compile(operator: Operator, spec: object, schedule: Hashable, target: Target) -> CheckResult:
+    """Build the schedule's program and compile it for the target: everything before the launches. A
+    result whose ``artifact`` is set is ready to run; any other is final."""
     try:
-        program = operator.build(spec, schedule)
-        kernels = render_program(program)
+        program = operator.build(spec, schedule, target.template_target)
     except ScheduleDoesNotFitError as exc:  # the template's own refusal: a pruned candidate
         return CheckResult(schedule, TrialStatus.INVALID, message=f"build: {exc}")
     except Exception as exc:  # any other exception is a template bug: fail, with where it was
         trace = "".join(traceback.format_exception(exc)).rstrip()
         return CheckResult(schedule, TrialStatus.COMPILE_ERROR,
                            message=f"build raised {type(exc).__name__}: {exc}\n{trace}")
-    status, usage, message = compile_launches(kernels, device, archs, cache)
-    if status is not None:
-        return CheckResult(schedule, status, launch_usage=usage, message=message, program=program, kernels=kernels)
-    try:
-        for kernel in kernels:
-            runner.prepare(kernel)
-    except KernelRunError as exc:
-        return CheckResult(schedule, TrialStatus.COMPILE_ERROR, launch_usage=usage, message=str(exc),
+    built = target.compile(program)
+    launches = built.launches
+    usage = tuple(launch.usage for launch in launches)
+    kernels = tuple(launch.source for launch in launches)
+    if isinstance(built, CompileFailure):
+        return CheckResult(schedule, _FAILURE_STATUS[built.kind], launch_usage=usage, message=built.message,
                            program=program, kernels=kernels)
-    return _Compiled(schedule, program, kernels, usage)
+    return CheckResult(schedule, TrialStatus.OK, launch_usage=usage, program=program, kernels=kernels, artifact=built)
 
 
-def _run(compiled: _Compiled, oracle: Oracle, runner: Runner, timeout_s: float) -> CheckResult:
-    schedule, program, kernels, usage = compiled.schedule, compiled.program, compiled.kernels, compiled.usage
+def _run(compiled: CheckResult, oracle: Oracle, target: Target, timeout_s: float) -> CheckResult:
+    assert compiled.artifact is not None and compiled.program is not None
 
     def result(status: TrialStatus, error: float | None = None, message: str = "") -> CheckResult:
-        return CheckResult(schedule, status, error, usage, message, program, kernels)
+        return CheckResult(compiled.schedule, status, error, compiled.launch_usage, message, compiled.program,
+                           compiled.kernels, compiled.artifact)
 
-    launch_args, outputs = oracle.arguments(program)
-    # Launches run in order on the same buffers: each sees what the ones before it wrote.
-    for kernel, args in zip(kernels, launch_args, strict=True):
-        try:
-            runner.run(kernel, args, timeout_s=timeout_s)
-        except KernelTimeoutError as exc:
-            return result(TrialStatus.TIMEOUT, message=str(exc))
-        except KernelRunError as exc:
-            return result(TrialStatus.LAUNCH_ERROR, message=str(exc))
+    buffers, outputs = oracle.arguments(compiled.program)
+    try:
+        loaded = target.load(compiled.artifact)
+        target.run(loaded, buffers, timeout_s=timeout_s)
+    except KernelTimeoutError as exc:
+        return result(TrialStatus.TIMEOUT, message=str(exc))
+    except KernelRunError as exc:
+        return result(TrialStatus.LAUNCH_ERROR, message=str(exc))
     error, name = oracle.worst_error(outputs)
     allowed = oracle.tolerance(name) if name else 0.0
     if not error <= allowed:
@@ -230,17 +168,14 @@ def check_schedule(
     spec: object,
     schedule: Hashable,
     *,
-    runner: Runner,
-    device: DeviceSpec,
-    archs: Sequence[str] = DEFAULT_ARCHS,
+    target: Target,
     seed: int = 0,
     timeout_s: float = 60.0,
-    cache: DiskCache | None = None,
 ) -> CheckResult:
-    compiled = _compile(operator, spec, schedule, runner, device, archs, cache)
-    if isinstance(compiled, CheckResult):
+    compiled = _compile(operator, spec, schedule, target)
+    if compiled.artifact is None:
         return compiled
-    return _run(compiled, Oracle(operator, spec, seed), runner, timeout_s)
+    return _run(compiled, Oracle(operator, spec, seed), target, timeout_s)
 
 
 def check_schedules(
@@ -248,20 +183,17 @@ def check_schedules(
     spec: object,
     schedules: Sequence[Hashable],
     *,
-    runner: Runner,
-    device: DeviceSpec,
-    archs: Sequence[str] = DEFAULT_ARCHS,
+    target: Target,
     seed: int = 0,
     timeout_s: float = 60.0,
-    cache: DiskCache | None = None,
     jobs: int = 2,
     on_result: Callable[[int, CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """:func:`check_schedule` for each schedule, in order, against one :class:`Oracle`.
 
-    Builds and compiles run ``jobs`` at a time in threads; launches and comparisons run one at a time
-    in the calling thread while later schedules compile: a launch already uses every core (emulator)
-    or the whole device (GPU), and a GPU launch must not share the device with another one.
+    Builds and compiles run ``jobs`` at a time in threads; loads, launches and comparisons run one at a
+    time in the calling thread while later schedules compile: a launch already uses every core (emulator,
+    cpu) or the whole device (GPU), and a GPU launch must not share the device with another one.
 
     ``on_result(done, result)`` is called as each one finishes, for progress output.
     """
@@ -269,13 +201,13 @@ def check_schedules(
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     oracle = Oracle(operator, spec, seed)
 
-    def compile_one(schedule: Hashable) -> CheckResult | _Compiled:
-        return _compile(operator, spec, schedule, runner, device, archs, cache)
+    def compile_one(schedule: Hashable) -> CheckResult:
+        return _compile(operator, spec, schedule, target)
 
     results: list[CheckResult] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for done, compiled in enumerate(pool.map(compile_one, schedules), start=1):
-            result = compiled if isinstance(compiled, CheckResult) else _run(compiled, oracle, runner, timeout_s)
+            result = compiled if compiled.artifact is None else _run(compiled, oracle, target, timeout_s)
             results.append(result)
             if on_result is not None:
                 on_result(done, result)

@@ -1,53 +1,34 @@
-"""Backends that run kernels, chosen by name: ``emu`` (CPU emulation) and ``cuda`` (an NVIDIA GPU).
+"""Targets, chosen by name: ``emu`` (CUDA templates checked on the CPU emulator), ``cuda`` (an NVIDIA GPU)
+and ``cpu`` (the host, through its C++ dialect).
 
-Each backend module defines ``RUNNER``, an object with the :class:`Runner` shape. Nothing else in the
-code base asks which backend it talks to.
+Each target is one module defining ``TARGET``, an object of the :class:`~compiler.backends.target.Target`
+shape: ``compile(program)`` to an artifact (or a ``CompileFailure`` value), ``load``, ``run``, ``time``,
+``device``, ``fingerprint`` and ``unavailable_reason``. Nothing outside a target asks which one it talks
+to. Modules are imported on first use, so asking for the cpu target never loads the CUDA bindings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Sequence
-from typing import Protocol
+from typing import Any
 
-import numpy as np
+from compiler.backends.target import Artifact, CompileFailure, LaunchBuild, Loaded, Target
 
-from compiler.source import KernelSource
+__all__ = ["TARGETS", "Artifact", "CompileFailure", "LaunchBuild", "Loaded", "Target", "get_target"]
 
-#: Backend name -> the module that defines its ``RUNNER``.
-BACKENDS: dict[str, str] = {
-    "emu": "compiler.backends.emu.runner",
+#: Target name -> the module that defines its ``TARGET``.
+TARGETS: dict[str, str] = {
+    "emu": "compiler.backends.emu.target",
     "cuda": "compiler.backends.cuda",
+    "cpu": "compiler.backends.cpu_target",
 }
 
 
-class Runner(Protocol):
-    name: str
-
-    def unavailable_reason(self) -> str | None:
-        """None when kernels can run here, else a sentence saying why they cannot."""
-        ...
-
-    def fingerprint(self) -> dict[str, str]:
-        """What enters cache keys: toolchain versions and flags, and the device's identity where there is
-        one. Raises :class:`~compiler.backends.errors.BackendUnavailableError` where the target cannot run."""
-        ...
-
-    def prepare(self, kernel: KernelSource) -> None:
-        """Do the slow, parallel-safe part of a first launch (compiling) ahead of time; may be a no-op."""
-        ...
-
-    def run(self, kernel: KernelSource, args: Sequence[np.ndarray | int | float], *, timeout_s: float) -> None:
-        """Launch ``kernel`` once; pointer arguments are updated in place.
-
-        Raises :class:`~compiler.backends.errors.KernelRunError` (or its ``KernelTimeoutError``) when
-        the kernel does not complete.
-        """
-        ...
-
-
-def get_runner(name: str) -> Runner:
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
-    runner: Runner = importlib.import_module(BACKENDS[name]).RUNNER
-    return runner
+def get_target(name: str, **settings: Any) -> Target:
+    """The target called ``name``; ``settings`` replace fields of its default (``gpu=`` a DeviceSpec for
+    the CUDA targets, ``config=`` for emu and cpu ...). A ValueError names the known targets."""
+    if name not in TARGETS:
+        raise ValueError(f"unknown target {name!r}; known targets: {', '.join(sorted(TARGETS))}")
+    target: Target = importlib.import_module(TARGETS[name]).TARGET
+    return dataclasses.replace(target, **settings) if settings else target  # type: ignore[type-var]

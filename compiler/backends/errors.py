@@ -11,3 +11,7 @@ class KernelTimeoutError(KernelRunError):
 
 class BackendUnavailableError(RuntimeError):
     """The backend cannot run on this machine (no GPU, no driver); the message says why."""
+
+
+class TimingUnavailableError(BackendUnavailableError):
+    """The target runs programs but cannot time them (the emulator)."""

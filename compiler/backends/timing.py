@@ -96,16 +96,29 @@ def percentile(values: Sequence[int | float], q: float) -> float:
 
 def measure(call: Callable[[], object], protocol: Protocol | None = None, *,
             flush: Callable[[], object] | None = None, clock: Clock = time.perf_counter_ns) -> Samples:
-    """Time ``call`` under ``protocol`` (``DEFAULT_PROTOCOL`` when None); ``flush`` is required when
-    the protocol flushes caches."""
+    """Time ``call`` under ``protocol`` (``DEFAULT_PROTOCOL`` when None) with ``clock`` around each call;
+    ``flush`` is required when the protocol flushes caches."""
+
+    def timed() -> int:
+        before = clock()
+        call()
+        return clock() - before
+
+    return measure_each(timed, protocol, flush=flush, clock=clock)
+
+
+def measure_each(timed: Callable[[], int], protocol: Protocol | None = None, *,
+                 flush: Callable[[], object] | None = None, clock: Clock = time.perf_counter_ns) -> Samples:
+    """The protocol over ``timed``, a call that runs the kernel once and returns how long it took in ns
+    by its own measure (CUDA events on the GPU); ``clock`` paces the warm-up only."""
     protocol = protocol or DEFAULT_PROTOCOL
     if protocol.flush_caches and flush is None:
         raise ValueError("measure: the protocol flushes caches but no flush was given")
     warmup_ns = protocol.warmup_ms * 1e6
     start = clock()
-    call()
+    timed()
     while clock() - start < warmup_ns:
-        call()
+        timed()
     samples: list[int] = []
     total = 0
     target_ns = protocol.target_ms * 1e6
@@ -114,9 +127,7 @@ def measure(call: Callable[[], object], protocol: Protocol | None = None, *,
         if protocol.flush_caches:
             assert flush is not None
             flush()
-        before = clock()
-        call()
-        elapsed = clock() - before
+        elapsed = timed()
         samples.append(elapsed)
         total += elapsed
     return Samples(tuple(samples), protocol)

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from compiler.cpu_device import CpuDevice
 from compiler.device import DeviceSpec
 from compiler.ops.spec import OpSpec
 from compiler.program import Program
@@ -45,9 +46,15 @@ class Operator(Protocol):
     name: str
     spec_model: type[OpSpec]
 
-    def space(self, spec: Any, device: DeviceSpec, level: int) -> Space[Any]: ...
+    def space(self, spec: Any, device: DeviceSpec | CpuDevice, level: int) -> Space[Any]:
+        """The schedules of the template that serves ``spec`` on ``device`` (a GPU's description or the
+        host's: which one decides the template target)."""
+        ...
 
-    def build(self, spec: Any, schedule: Hashable) -> Program: ...
+    def build(self, spec: Any, schedule: Hashable, target: str) -> Program:
+        """The program of ``schedule``, from the template for ``target`` (a target's ``template_target``:
+        ``"cuda"`` or ``"cpu"``)."""
+        ...
 
     def inputs(self, spec: Any, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
 

@@ -24,5 +24,6 @@ OPERATOR = TemplatedOperator(
     name="conv2d",
     spec_model=Conv2dSpec,
     workload=Workload(conv2d_inputs, conv2d_outputs, conv2d_reference, conv2d_flops, conv2d_min_bytes),
-    templates=MappingProxyType({"float32": conv2d_simt, "float16": conv2d_mma, "bfloat16": conv2d_mma}),
+    templates=MappingProxyType({("cuda", "float32"): conv2d_simt, ("cuda", "float16"): conv2d_mma,
+                                ("cuda", "bfloat16"): conv2d_mma}),
 )

@@ -20,5 +20,6 @@ OPERATOR = TemplatedOperator(
     name="matmul",
     spec_model=MatmulSpec,
     workload=Workload(matmul_inputs, matmul_outputs, matmul_reference, matmul_flops, matmul_min_bytes),
-    templates=MappingProxyType({"float32": matmul_simt, "float16": matmul_mma, "bfloat16": matmul_mma}),
+    templates=MappingProxyType({("cuda", "float32"): matmul_simt, ("cuda", "float16"): matmul_mma,
+                                ("cuda", "bfloat16"): matmul_mma}),
 )

@@ -323,5 +323,5 @@ OPERATOR = TemplatedOperator(
     name="reduce",
     spec_model=ReduceSpec,
     workload=Workload(reduce_inputs, reduce_outputs, reduce_reference, reduce_flops, reduce_min_bytes),
-    templates=MappingProxyType(dict.fromkeys(("float32", "float16", "bfloat16"), _TEMPLATE)),
+    templates=MappingProxyType(dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE)),
 )

@@ -274,5 +274,5 @@ OPERATOR = TemplatedOperator(
     name="softmax",
     spec_model=SoftmaxSpec,
     workload=Workload(softmax_inputs, softmax_outputs, softmax_reference, softmax_flops, softmax_min_bytes),
-    templates=MappingProxyType(dict.fromkeys(("float32", "float16", "bfloat16"), _TEMPLATE)),
+    templates=MappingProxyType(dict.fromkeys([("cuda", d) for d in ("float32", "float16", "bfloat16")], _TEMPLATE)),
 )

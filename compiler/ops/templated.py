@@ -1,8 +1,12 @@
-"""An operator assembled from parts: workload functions from its spec module, kernels from a template per dtype.
+"""An operator assembled from parts: workload functions from its spec module, kernels from a template per
+(target, dtype).
 
-Every operator is "one workload, one template per input dtype". A template is anything with
-``space(spec, device, level) -> Space`` and ``build(spec, schedule) -> Program``: a module
-(``matmul_simt``) or a :class:`Template` of two functions; adding one is an entry in ``templates``.
+Every operator is "one workload, one template per template target and input dtype": the same spec
+serves every target. A template is anything with ``space(spec, device, level) -> Space`` and
+``build(spec, schedule) -> Program``: a module (``matmul_simt``) or a :class:`Template` of two
+functions; adding one is an entry in ``templates``, keyed by ``(template_target, dtype)``, where the
+template target is ``"cuda"`` (the ``emu`` and ``cuda`` targets) or ``"cpu"``. ``space`` finds the
+template target from the device it is given (``compiler.device.template_target``); ``build`` is told it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from compiler.device import DeviceSpec
+from compiler.cpu_device import CpuDevice
+from compiler.device import DeviceSpec, template_target
 from compiler.ops.base import TensorSpec
 from compiler.ops.spec import OpSpec
 from compiler.program import Program
@@ -35,36 +40,39 @@ class Workload:
 class Template:
     """A template given as its two functions."""
 
-    space: Callable[[Any, DeviceSpec, int], Space[Any]]
+    #: ``space(spec, device, level)``: the device is a DeviceSpec or a CpuDevice, by the template's target.
+    space: Callable[[Any, Any, int], Space[Any]]
     build: Callable[[Any, Any], Program]
 
 
 @dataclass(frozen=True)
 class TemplatedOperator:
-    """An :class:`~compiler.ops.base.Operator` dispatching ``space`` and ``build`` to a template by dtype."""
+    """An :class:`~compiler.ops.base.Operator` dispatching ``space`` and ``build`` to a template by
+    (template target, dtype)."""
 
     name: str
     spec_model: type[OpSpec]
     workload: Workload
-    #: Input dtype -> a template module or :class:`Template`.
-    templates: Mapping[str, Any]
+    #: (template target, input dtype) -> a template module or :class:`Template`.
+    templates: Mapping[tuple[str, str], Any]
 
-    def template_for(self, spec: Any) -> Any:
-        """The template module for ``spec.dtype``, or a ValueError naming the dtype."""
+    def template_for(self, spec: Any, target: str) -> Any:
+        """The template for ``spec.dtype`` on ``target``, or a ValueError naming the operator, the dtype,
+        the target and what that target has."""
         try:
-            return self.templates[spec.dtype]
+            return self.templates[(target, spec.dtype)]
         except KeyError:
-            known = ", ".join(sorted(self.templates))
-            raise ValueError(
-                f"no {self.name} template installed for dtype {spec.dtype!r}; available: {known}"
-            ) from None
+            there = sorted(dtype for t, dtype in self.templates if t == target)
+            known = f"dtypes {', '.join(there)}" if there else "no templates at all"
+            raise ValueError(f"no {self.name} template for dtype {spec.dtype!r} on target {target!r}; "
+                             f"that target has {known}") from None
 
-    def space(self, spec: Any, device: DeviceSpec, level: int) -> Space[Any]:
-        space: Space[Any] = self.template_for(spec).space(spec, device, level)
+    def space(self, spec: Any, device: DeviceSpec | CpuDevice, level: int) -> Space[Any]:
+        space: Space[Any] = self.template_for(spec, template_target(device)).space(spec, device, level)
         return space
 
-    def build(self, spec: Any, schedule: Hashable) -> Program:
-        program: Program = self.template_for(spec).build(spec, schedule)
+    def build(self, spec: Any, schedule: Hashable, target: str) -> Program:
+        program: Program = self.template_for(spec, target).build(spec, schedule)
         return program
 
     def inputs(self, spec: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:

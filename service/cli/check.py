@@ -12,26 +12,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from compiler.backends import get_runner
-from compiler.backends.nvrtc import DEFAULT_ARCHS
-from compiler.device import DeviceSpec, device_preset, local_gpu_spec
-from compiler.diskcache import DiskCache, default_cache_root
+from compiler.backends import Target, get_target
+from compiler.cpu_device import CpuDevice
+from compiler.device import DEFAULT_GPU, DeviceSpec, device_preset, local_gpu_spec
 from compiler.ops import get_operator
 from compiler.ops.spec import DTYPE_BYTES
 from compiler.space import EmptySpaceError, schedule_values
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules, summarize
-from service.cli.args.check import DEFAULT_GPU
 from service.cli.errors import CliError
 from service.cli.specs import validated_spec
 from service.cli.table import format_table
 
-_CUBIN_CACHE_BYTES = 512 << 20
 #: Seconds per schedule with the default 2 jobs, before any has been measured. emu: the 3,648
 #: schedules of a level-2 512^3 f32 matmul took about 45 minutes on two cores; cuda: two NVRTC
-#: compiles (sm_80, sm_90) of about 230 ms CPU each, over two jobs. Progress lines re-estimate from
-#: the measured pace.
-ROUGH_SECONDS_PER_SCHEDULE = {"emu": 0.75, "cuda": 0.25}
+#: compiles (sm_80, sm_90) of about 230 ms CPU each, over two jobs; cpu: one g++ -O3 build per launch,
+#: about 330 ms for the example host matmul (median of 5 cold builds at load average 4.7), over two jobs.
+#: Progress lines re-estimate from the measured pace.
+ROUGH_SECONDS_PER_SCHEDULE = {"emu": 0.75, "cuda": 0.25, "cpu": 0.25}
 #: Above this estimate, the header suggests ``--sample``.
 LONG_CHECK_S = 600.0
 
@@ -50,11 +48,12 @@ def parse_spec_argument(text: str) -> Any:
 
 def _row(index: int, result: CheckResult) -> list[object]:
     """One schedule's row. For a program of several launches, ``regs`` and ``smem`` are the largest over its
-    launches (each for the newest arch compiled): the launch that limits occupancy is the one to see."""
+    launches (each for the newest arch compiled): the launch that limits occupancy is the one to see. A
+    target without a resource report (the cpu) shows ``-``."""
     registers: list[int] = []
     shared: list[int] = []
     for kernel, per_arch in zip(result.kernels, result.launch_usage, strict=False):
-        usage = per_arch.get(DEFAULT_ARCHS[-1]) or next(iter(per_arch.values()), None)
+        usage = per_arch[max(per_arch, key=_arch_number)] if per_arch else None
         if usage is not None:
             registers.append(usage.registers)
             shared.append(usage.shared_bytes + kernel.shared_bytes)
@@ -67,6 +66,15 @@ def _row(index: int, result: CheckResult) -> list[object]:
         "pass" if result.status is TrialStatus.OK else ("pruned" if result.status is TrialStatus.INVALID else "FAIL"),
         result.message,
     ]
+
+
+def _arch_number(arch: str) -> int:
+    """``sm_90`` -> 90, so the newest arch of a report sorts last.
+
+    >>> _arch_number("sm_90a"), _arch_number("sm_80")
+    (90, 80)
+    """
+    return int("".join(c for c in arch if c.isdigit()) or 0)
 
 
 def host_bytes_needed(min_bytes: int, elements: int) -> int:
@@ -164,21 +172,36 @@ def space_device(gpu: str | None, api: Any = None) -> DeviceSpec:
     return local_gpu_spec(api) or device_preset(DEFAULT_GPU)
 
 
+def check_target(name: str, gpu: str | None) -> Target:
+    """The target ``--target`` names; one that runs the CUDA templates gets the limits of
+    :func:`space_device` (``--gpu`` applies to no other). A CliError says why a target cannot run here."""
+    target = get_target(name)
+    if target.template_target == "cuda":
+        target = get_target(name, gpu=space_device(gpu))
+    elif gpu is not None:
+        raise CliError(f"--gpu applies to the targets of the CUDA templates (emu, cuda), not to --target {name}")
+    reason = target.unavailable_reason()
+    if reason is not None:
+        raise CliError(f"target {name!r} cannot run kernels here: {reason}")
+    return target
+
+
+def device_name(device: DeviceSpec | CpuDevice) -> str:
+    return device.name if isinstance(device, DeviceSpec) else device.model
+
+
 def run(args: argparse.Namespace) -> int:
     validate_options(args)
     spec = parse_spec_argument(args.spec)
     operator = get_operator(spec.op)
-    runner = get_runner(args.target)
-    reason = runner.unavailable_reason()
-    if reason is not None:
-        raise CliError(f"target {args.target!r} cannot run kernels here: {reason}")
+    target = check_target(args.target, args.gpu)
     min_bytes = operator.min_bytes(spec)
     check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
-    device = space_device(args.gpu)
+    device = target.device()
     try:
         space = operator.space(spec, device, args.level)
     except EmptySpaceError as exc:
-        raise CliError(f"no schedule can serve this spec on {device.name}: {exc}") from None
+        raise CliError(f"no schedule can serve this spec on {device_name(device)}: {exc}") from None
     except ValueError as exc:  # a template that can say up front it cannot serve this spec or level
         raise CliError(str(exc)) from None
     enumeration = space.enumerate()
@@ -191,10 +214,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"space {space.template} level {args.level}: {enumeration.total} combinations, "
           f"{len(enumeration.valid)} valid (rejected: {rejected}); checking {len(schedules)} on {args.target}")
     print(eta_line(len(schedules), args.target), flush=True)
-    cache = DiskCache(default_cache_root() / "cubin", _CUBIN_CACHE_BYTES)
     progress = progress_printer(len(schedules), sys.stderr)
-    results = check_schedules(operator, spec, schedules, runner=runner, device=device, jobs=args.jobs,
-                              on_result=progress, seed=args.seed, timeout_s=args.timeout, cache=cache)
+    results = check_schedules(operator, spec, schedules, target=target, jobs=args.jobs, on_result=progress,
+                              seed=args.seed, timeout_s=args.timeout)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     header = ["#", *schedule_values(results[0].schedule), "regs", "smem", "rel_err", "result", "note"]

@@ -1,5 +1,8 @@
 """``warpmap doctor``: what this machine offers warpmap, as a table or as JSON.
 
+The pieces first (NVRTC, headers, compilers, CPU, GPUs), then one row per target of
+``compiler.backends.TARGETS``: whether it can run programs here, and why not.
+
 Exits 0 when every piece a run needs is there, GPU or not (no GPU is a normal state: the ``cpu`` and
 ``emu`` targets need none); exits 1 when NVRTC is unusable, the CUDA headers are missing or the
 emulator's C++ compiler is not on PATH, since kernels cannot be built or checked then.
@@ -10,20 +13,47 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from compiler.backends import TARGETS, get_target
 from compiler.cpu_device import CpuDevice
 from compiler.toolchain import ToolchainReport, detect_toolchain
 from service.cli import table
 
 Row = tuple[str, str, str]
+#: What each target runs, for its row when it is available.
+TARGET_ROLES = {
+    "cpu": "cpu templates, built by the host C++ compiler with OpenMP, timed on the host",
+    "cuda": "CUDA templates on the GPU, timed with CUDA events",
+    "emu": "CUDA templates checked on the CUDA emulator (correctness only, no timings)",
+}
 
 
 def run(args: argparse.Namespace) -> int:
     report = detect_toolchain()
-    print(json.dumps(report_json(report), indent=2) if args.json else format_table(report_rows(report)))
+    targets = target_states()
+    if args.json:
+        print(json.dumps(report_json(report, targets), indent=2))
+    else:
+        print(format_table(report_rows(report, targets)))
     return exit_status(report)
+
+
+def target_states() -> dict[str, str | None]:
+    """Each target's name and why it cannot run here (None when it can), in name order."""
+    return {name: get_target(name).unavailable_reason() for name in sorted(TARGETS)}
+
+
+def target_rows(states: Mapping[str, str | None]) -> list[Row]:
+    """``target NAME`` rows: ``ok`` with what the target runs, or ``none`` with why it cannot run here.
+
+    >>> target_rows({"cuda": "no GPU: no driver", "emu": None})[0]
+    ('target cuda', 'none', 'no GPU: no driver')
+    """
+    return [(f"target {name}", "none", reason) if reason is not None
+            else (f"target {name}", "ok", TARGET_ROLES.get(name, "available")) for name, reason in states.items()]
 
 
 def exit_status(report: ToolchainReport) -> int:
@@ -33,8 +63,9 @@ def exit_status(report: ToolchainReport) -> int:
     return 0 if all(required) else 1
 
 
-def report_rows(report: ToolchainReport) -> list[Row]:
-    """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``."""
+def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | None = None) -> list[Row]:
+    """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``; the rows of
+    ``targets`` (see :func:`target_states`) last."""
     nvrtc, headers, host, gpu = report.nvrtc, report.headers, report.host_compiler, report.gpu
     rows: list[Row] = [("warpmap", "ok", f"{report.warpmap_version} (Python {report.python})")]
     if nvrtc.usable:
@@ -61,7 +92,7 @@ def report_rows(report: ToolchainReport) -> list[Row]:
         memory = device.memory_bytes / 2**30
         detail = f"{device.name}, {device.arch}, {memory:.1f} GiB, driver {gpu.driver_version}"
         rows.append((f"GPU {device.index}", "ok", detail))
-    return rows
+    return rows + target_rows(targets or {})
 
 
 def cpu_detail(cpu: CpuDevice) -> str:
@@ -88,9 +119,12 @@ def format_table(rows: list[Row]) -> str:
     return table.format_table(("component", "state", "detail"), rows)
 
 
-def report_json(report: ToolchainReport) -> dict[str, Any]:
-    """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found`` and the CPU's figures."""
+def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found``, the CPU's figures
+    and, when given, ``targets``: each target's ``available`` and ``reason``."""
     data = _plain(dataclasses.asdict(report))
+    if targets is not None:
+        data["targets"] = {name: {"available": reason is None, "reason": reason} for name, reason in targets.items()}
     data["gpu"]["found"] = report.gpu.found
     for device, value in zip(data["gpu"]["devices"], report.gpu.devices, strict=True):
         device["arch"] = value.arch

@@ -2,8 +2,8 @@
 accumulator, a 16-bit index, a syntax error) still go through ``search.verify`` unchanged otherwise.
 
 A test operator builds a program of ordinary IR kernels (their parameters and launch shapes are what
-the runner sees); the ``rewrite_cuda`` fixture makes verification render the kernels it names with
-their text rewritten.
+the target sees); the ``rewrite_cuda`` fixture makes the CUDA targets render the kernels it names with
+their text rewritten (``compiler.backends.cuda_build`` is where both render).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-import search.verify
+import compiler.backends.cuda_build
 from compiler.codegen import render_program
 from compiler.program import Program
 from compiler.source import KernelSource
@@ -32,4 +32,4 @@ def _patch(monkeypatch: pytest.MonkeyPatch, rewrites: Rewrites) -> None:
         return tuple(replace(s, source=rewrites[s.entry](s.source)) if s.entry in rewrites else s
                      for s in render_program(program))
 
-    monkeypatch.setattr(search.verify, "render_program", render)
+    monkeypatch.setattr(compiler.backends.cuda_build, "render_program", render)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.ir import f32, kernel, lower
 from compiler.ops import operators
@@ -94,7 +94,7 @@ class RowOperator:
     def space(self, spec: RowSpec, device: object, level: int) -> Space[Kernel]:
         return Space(template="rowbug", params=(Param("kind", (spec.kind,)),), make=lambda p: Kernel(**p))
 
-    def build(self, spec: RowSpec, schedule: Kernel) -> Program:
+    def build(self, spec: RowSpec, schedule: Kernel, target: str) -> Program:
         # The IR kernel gives the parameters and launch shape; its text is the hand-written one (see
         # ``_TEXTS``), since the IR cannot make these bugs.
         with kernel(f"rowbug_{schedule.kind}", block=32, grid=spec.rows) as k:
@@ -153,8 +153,8 @@ def rowbug(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rewrite_cuda: Callab
 def test_verification_gives_each_kernel_its_verdict(rowbug: RowOperator, kind: str) -> None:
     shape, status, phrase = CASES[kind]
     spec = RowSpec(kind=kind, **shape)
-    (result,) = check_schedules(rowbug, spec, [Kernel(kind)], runner=get_runner("emu"),
-                                device=device_preset("h200"), timeout_s=60.0)
+    (result,) = check_schedules(rowbug, spec, [Kernel(kind)], target=get_target("emu", gpu=device_preset("h200")),
+                                timeout_s=60.0)
     assert result.status is status, result.message
     assert phrase in result.message
 

@@ -77,7 +77,7 @@ def test_each_operator_reports_its_reduction_length_and_verification_uses_it(
 
 
 def test_the_simt_matmul_at_k_2_20_passes_its_check_on_the_emulator() -> None:
-    from compiler.backends import get_runner
+    from compiler.backends import get_target
     from compiler.device import device_preset
     from search.trial import TrialStatus
     from search.verify import check_schedule
@@ -85,7 +85,7 @@ def test_the_simt_matmul_at_k_2_20_passes_its_check_on_the_emulator() -> None:
     operator, spec = get_operator("matmul"), MatmulSpec(m=8, n=8, k=LONG)
     device = device_preset("h200")
     schedule = operator.space(spec, device, 1).candidates()[0]
-    result = check_schedule(operator, spec, schedule, runner=get_runner("emu"), device=device)
+    result = check_schedule(operator, spec, schedule, target=get_target("emu", gpu=device))
     assert result.status is TrialStatus.OK, result.message
     # Each thread sums its k products one after another: more error than the old fixed bound allowed.
     assert result.error is not None and TOLERANCE["float32"] < result.error <= tolerance("float32", LONG)

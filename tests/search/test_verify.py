@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
+from compiler.backends.cuda_build import resource_problem
 from compiler.backends.ptxas_report import ResourceUsage
 from compiler.device import device_preset
 from compiler.ir import blockIdx, f32, if_, kernel, lower, threadIdx, while_
@@ -16,7 +17,7 @@ from compiler.ops.base import TensorSpec
 from compiler.program import Program
 from compiler.source import KernelSource
 from search.trial import TrialStatus
-from search.verify import check_schedule, check_schedules, resource_problem
+from search.verify import check_schedule, check_schedules
 
 N = 1000
 
@@ -34,7 +35,7 @@ class Scale:
     def __init__(self) -> None:
         self.references = 0
 
-    def build(self, spec: object, schedule: Flavour) -> Program:
+    def build(self, spec: object, schedule: Flavour, target: str) -> Program:
         # The syntax error is written into this kernel's text by ``_syntax_error``.
         with kernel("scale_syntax" if schedule.kind == "syntax" else "scale", block=128, grid=-(-N // 128)) as k:
             x = k.tensor("x", f32, (N,), const=schedule.kind != "scribble")
@@ -68,9 +69,11 @@ def _syntax_error(rewrite_cuda) -> None:
     rewrite_cuda({"scale_syntax": lambda text: text.replace(";", " oops;", 1)})
 
 
+EMU = get_target("emu", gpu=device_preset("h200"))
+
+
 def check(kind: str, **options):
-    return check_schedule(Scale(), None, Flavour(kind), runner=get_runner("emu"),
-                          device=device_preset("h200"), **options)
+    return check_schedule(Scale(), None, Flavour(kind), target=EMU, **options)
 
 
 def test_a_right_kernel_passes_with_usage_for_each_arch():
@@ -118,48 +121,47 @@ def test_dynamic_shared_memory_counts_against_the_opt_in_limit():
 
 
 @dataclass
-class RecordingRunner:
-    """The emulator, noting which thread prepared and which launched each kernel."""
+class RecordingTarget:
+    """The emulator, noting which thread compiled and which ran each program."""
 
     name: str = "recording"
-    prepared_in: set[int] = field(default_factory=set)
+    template_target: str = "cuda"
+    compiled_in: set[int] = field(default_factory=set)
     launched_in: set[int] = field(default_factory=set)
 
-    def unavailable_reason(self) -> str | None:
-        return None
+    def compile(self, program):
+        self.compiled_in.add(threading.get_ident())
+        return EMU.compile(program)
 
-    def prepare(self, kernel: KernelSource) -> None:
-        self.prepared_in.add(threading.get_ident())
-        get_runner("emu").prepare(kernel)
+    def load(self, artifact):
+        return EMU.load(artifact)
 
-    def run(self, kernel: KernelSource, args, *, timeout_s: float) -> None:
+    def run(self, loaded, buffers, *, timeout_s: float) -> None:
         self.launched_in.add(threading.get_ident())
-        get_runner("emu").run(kernel, args, timeout_s=timeout_s)
+        EMU.run(loaded, buffers, timeout_s=timeout_s)
 
 
 def test_check_schedules_compiles_in_workers_but_launches_in_the_calling_thread():
-    runner = RecordingRunner()
+    target = RecordingTarget()
     operator = Scale()
     kinds = ["right", "off_by_one", "right", "syntax", "partial"]
     done: list[int] = []
-    results = check_schedules(operator, None, [Flavour(k) for k in kinds], runner=runner,
-                              device=device_preset("h200"), jobs=2, on_result=lambda n, _: done.append(n))
+    results = check_schedules(operator, None, [Flavour(k) for k in kinds], target=target,
+                              jobs=2, on_result=lambda n, _: done.append(n))
     assert [r.status for r in results] == [TrialStatus.OK, TrialStatus.WRONG_RESULT, TrialStatus.OK,
                                            TrialStatus.COMPILE_ERROR, TrialStatus.WRONG_RESULT]
     assert [r.schedule.kind for r in results] == kinds
     assert done == [1, 2, 3, 4, 5]
-    assert runner.launched_in == {threading.get_ident()}
-    assert threading.get_ident() not in runner.prepared_in
+    assert target.launched_in == {threading.get_ident()}
+    assert threading.get_ident() not in target.compiled_in
     assert operator.references == 1  # one oracle for every schedule
 
 
 def test_each_schedule_gets_its_own_copy_of_the_inputs():
-    results = check_schedules(Scale(), None, [Flavour("scribble"), Flavour("right")], runner=get_runner("emu"),
-                              device=device_preset("h200"))
+    results = check_schedules(Scale(), None, [Flavour("scribble"), Flavour("right")], target=EMU)
     assert [r.status for r in results] == [TrialStatus.OK, TrialStatus.OK], [r.message for r in results]
 
 
 def test_check_schedules_needs_at_least_one_job():
     with pytest.raises(ValueError, match="jobs must be at least 1"):
-        check_schedules(Scale(), None, [Flavour("right")], runner=get_runner("emu"), device=device_preset("h200"),
-                        jobs=0)
+        check_schedules(Scale(), None, [Flavour("right")], target=EMU, jobs=0)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.codegen.names import CodegenError
 from compiler.device import device_preset
 from compiler.ops.base import TensorSpec
@@ -34,7 +34,7 @@ class Refuser:
 
     name = "refuser"
 
-    def build(self, spec: object, schedule: Raising) -> Program:
+    def build(self, spec: object, schedule: Raising, target: str) -> Program:
         if schedule.error == "value":
             raise ValueError("a template bug that happens to be a ValueError")
         if schedule.error == "codegen":
@@ -56,7 +56,7 @@ class Refuser:
 
 
 def check(error: str) -> CheckResult:
-    return check_schedule(Refuser(), None, Raising(error), runner=get_runner("emu"), device=device_preset("h200"))
+    return check_schedule(Refuser(), None, Raising(error), target=get_target("emu", gpu=device_preset("h200")))
 
 
 @pytest.mark.parametrize(("error", "named"), [
@@ -86,7 +86,7 @@ def test_a_deliberate_refusal_prunes_the_schedule(error: str, reason: str) -> No
 
 def test_a_check_whose_every_schedule_was_pruned_does_not_pass() -> None:
     results = check_schedules(Refuser(), None, [Raising("fit")] * 3 + [Raising("empty")],
-                              runner=get_runner("emu"), device=device_preset("h200"))
+                              target=get_target("emu", gpu=device_preset("h200")))
     summary = summarize(results)
     assert (summary.passed, summary.failed, summary.pruned) == (0, 0, 4)
     assert not summary.ok

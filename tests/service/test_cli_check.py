@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import DeviceSpec, device_preset
 from compiler.ops import get_operator
 from compiler.space import Enumeration
@@ -61,7 +61,7 @@ def test_a_bad_sample_size_exits_2(capsys: Capture) -> None:
 
 
 def test_the_gpu_backend_without_a_gpu_says_why(capsys: Capture) -> None:
-    if get_runner("cuda").unavailable_reason() is None:
+    if get_target("cuda").unavailable_reason() is None:
         pytest.skip("this machine has a GPU")
     assert main(["check", "--spec", '{"op": "matmul", "m": 8, "n": 8, "k": 8}', "--target", "cuda"]) == 2
     assert "target 'cuda' cannot run kernels here: no GPU" in capsys.readouterr().err

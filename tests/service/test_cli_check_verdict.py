@@ -41,7 +41,7 @@ class Refuser:
             raise EmptySpaceError("refuser: x has more elements than 32-bit indices reach")
         return Space("refuser", (Param("index", (0, 1, 2)),), lambda p: Pick(**p))
 
-    def build(self, spec: RefuserSpec, schedule: Pick) -> Program:
+    def build(self, spec: RefuserSpec, schedule: Pick, target: str) -> Program:
         if spec.error == "value":
             raise ValueError(f"template bug in schedule {schedule.index}")
         raise ScheduleDoesNotFitError("block tile does not divide the rows")

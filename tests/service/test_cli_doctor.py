@@ -178,6 +178,8 @@ def test_doctor_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
     names = [line[:14].strip() for line in lines[2:]]
     assert names[:6] == ["warpmap", "NVRTC", "NVRTC archs", "CUDA headers", "host C++", "OpenMP"]
     assert "CPU" in names and " f32 lanes" in lines[2 + names.index("CPU")]
+    assert [name for name in names if name.startswith("target")] == ["target cpu", "target cuda", "target emu"]
+    assert " ok " in lines[2 + names.index("target emu")] and " ok " in lines[2 + names.index("target cpu")]
     gpu_lines = [line for line in lines if line.startswith("GPU")]
     assert gpu_lines
     # Either devices, or one line giving the reason there are none.
@@ -192,6 +194,17 @@ def test_doctor_json_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None
     assert data["gpu"]["found"] == bool(data["gpu"]["devices"])
     assert data["gpu"]["found"] or data["gpu"]["reason"]
     assert data["cpu"]["f32_lanes"] in (4, 8, 16) and data["cpu"]["logical_cores"] >= 1
+    assert set(data["targets"]) == {"cpu", "cuda", "emu"} and data["targets"]["emu"] == {"available": True,
+                                                                                        "reason": None}
+    assert data["targets"]["cuda"]["available"] == data["gpu"]["found"]
+
+
+def test_target_rows_say_what_runs_or_why_not() -> None:
+    rows = doctor.report_rows(report(), {"cpu": None, "cuda": "no GPU: no driver library"})
+    assert rows[-2:] == [("target cpu", "ok", doctor.TARGET_ROLES["cpu"]),
+                         ("target cuda", "none", "no GPU: no driver library")]
+    data = doctor.report_json(report(), {"cuda": "no GPU"})
+    assert data["targets"] == {"cuda": {"available": False, "reason": "no GPU"}}
 
 
 SCRIPT = Path(sys.executable).with_name("warpmap")

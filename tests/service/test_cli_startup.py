@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from compiler.backends import BACKENDS
+from compiler.backends import TARGETS
 from service.cli import build_parser, main
 from service.cli.args.check import TARGET_NAMES
 
@@ -37,7 +37,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_device_choices_are_the_backends() -> None:
-    assert set(TARGET_NAMES) == set(BACKENDS)
+    assert set(TARGET_NAMES) == set(TARGETS)
 
 
 def test_gpu_names_are_case_insensitive() -> None:

@@ -42,7 +42,7 @@ How it works:
   with kernel, block and thread in its message.
 - **Races** (``detect_races``): the kernel is built with GCC's call-mode address instrumentation,
   and every shared-memory access is checked against the accesses since the last barrier. Every
-  verification on the emulator (the backend runner, ``runner.py``) also runs this build over a sample
+  verification on the emulator (the ``emu`` target, ``target.py``) also runs this build over a sample
   of blocks, the grid's corners, edges and centre (``race_blocks``; all of a small grid).
 """
 

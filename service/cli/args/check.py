@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from compiler.device import DEVICES
+from compiler.device import DEFAULT_GPU, DEVICES
 
-#: Names of the targets; ``compiler.backends.BACKENDS`` maps them to modules (a test keeps them equal).
-TARGET_NAMES = ("cuda", "emu")
+#: Names of the targets; ``compiler.backends.TARGETS`` maps them to modules (a test keeps them equal).
+TARGET_NAMES = ("cpu", "cuda", "emu")
 
 
 class _DeprecatedTarget(argparse.Action):
@@ -20,8 +20,9 @@ class _DeprecatedTarget(argparse.Action):
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         print(f"warpmap check: {option_string} is deprecated; use --target {values}", file=sys.stderr)
         setattr(namespace, self.dest, values)
-#: The preset whose limits shape a space when ``--gpu`` is not given and this machine has no GPU.
-DEFAULT_GPU = "h200"
+
+
+__all__ = ["DEFAULT_GPU", "TARGET_NAMES", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -41,13 +42,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed for the sample and the inputs, 0 or more (default 0)")
     parser.add_argument("--target", default="emu", choices=TARGET_NAMES,
-                        help="where kernels compile and run: emu (the CUDA emulator, correctness only) or cuda "
-                        "(default emu)")
+                        help="where kernels compile and run: emu (the CUDA templates on the CUDA emulator, "
+                        "correctness only), cuda (an NVIDIA GPU) or cpu (the host's own templates, "
+                        "through its C++ dialect) (default emu)")
     parser.add_argument("--device", dest="target", choices=TARGET_NAMES, action=_DeprecatedTarget,
                         help="deprecated spelling of --target")
     parser.add_argument("--gpu", type=str.lower, choices=sorted(DEVICES),
-                        help="preset GPU whose limits shape the space, any case (default: this machine's "
-                        f"GPU, read from the driver; {DEFAULT_GPU} without one)")
+                        help="preset GPU whose limits shape the space of the emu and cuda targets, any case "
+                        f"(default: this machine's GPU, read from the driver; {DEFAULT_GPU} without one)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a kernel may run, above 0 (default 60)")
     parser.add_argument("--jobs", type=int, default=2, help="schedules checked at once (default 2)")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from compiler.backends.timing import Protocol, Samples, measure, percentile
+from compiler.backends.timing import Protocol, Samples, measure, measure_each, percentile
 
 MS = 1_000_000
 
@@ -84,3 +84,18 @@ def test_percentile_bounds():
     assert percentile([3, 1, 2], 0) == 1.0 and percentile([3, 1, 2], 100) == 3.0
     with pytest.raises(ValueError, match="need values"):
         percentile([], 50)
+
+
+def test_measure_each_records_what_the_call_reports_and_paces_warm_up_by_the_clock() -> None:
+    now = [0]
+    reported = iter(range(1, 1000))
+
+    def timed() -> int:  # each call takes 1 ms of wall time and reports its own (growing) measure
+        now[0] += 1_000_000
+        return next(reported)
+
+    flushes: list[int] = []
+    samples = measure_each(timed, Protocol(warmup_ms=3, min_repetitions=4, target_ms=0, flush_caches=True),
+                           flush=lambda: flushes.append(now[0]), clock=lambda: now[0])
+    assert samples.samples_ns == (4, 5, 6, 7)  # three warm-up calls reach 3 ms, then four repetitions
+    assert len(flushes) == 4

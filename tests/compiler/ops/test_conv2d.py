@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.codegen import render_program
 from compiler.device import DEVICES
 from compiler.numeric import TOLERANCE
@@ -23,14 +23,14 @@ from search.verify import CheckResult, check_schedules
 from service.cli import main
 
 H200 = DEVICES["h200"]
-RUNNER = get_runner("emu")
+TARGET = get_target("emu", gpu=H200)
 #: Padding 1, stride 2, odd channels and odd image sides: every edge of the im2col view is ragged.
 AWKWARD: dict[str, Any] = {"n": 2, "c": 3, "h": 17, "w": 19, "k": 5, "r": 3, "s": 3, "stride": (2, 2),
                            "padding": (1, 1)}
 
 
 def check_all(spec: Conv2dSpec, schedules: Sequence[Any]) -> list[CheckResult]:
-    return check_schedules(OPERATOR, spec, schedules, runner=RUNNER, device=H200, seed=5)
+    return check_schedules(OPERATOR, spec, schedules, target=TARGET, seed=5)
 
 
 def assert_all_pass(spec: Conv2dSpec, results: list[CheckResult]) -> None:
@@ -110,9 +110,10 @@ def test_nhwc_channel_runs_under_padding_and_stride_on_a_sample(dtype: str) -> N
 
 def test_narrow_views_load_element_by_element() -> None:
     spec = Conv2dSpec(**AWKWARD, dtype="float16")
-    source = render_program(OPERATOR.build(spec, MMA))[0].source  # c * r * s = 27 and strided columns
+    source = render_program(OPERATOR.build(spec, MMA, "cuda"))[0].source  # c * r * s = 27 and strided columns
     assert not any(f"wm_cp_async_{size}(" in source for size in (4, 8, 16))
-    assert "float4" not in render_program(OPERATOR.build(spec.model_copy(update={"dtype": "float32"}), SIMT))[0].source
+    simt = OPERATOR.build(spec.model_copy(update={"dtype": "float32"}), SIMT, "cuda")
+    assert "float4" not in render_program(simt)[0].source
 
 
 # No shrinking: every example runs kernels on the emulator; a failure is reported as found.

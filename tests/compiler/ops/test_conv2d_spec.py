@@ -109,7 +109,7 @@ def test_dispatch_by_dtype_and_schedules_rebuild_from_values() -> None:
     for dtype, module, template in (("float32", conv2d_simt, "conv2d_simt"), ("float16", conv2d_mma, "conv2d_mma"),
                                     ("bfloat16", conv2d_mma, "conv2d_mma")):
         typed = spec.model_copy(update={"dtype": dtype})
-        assert OPERATOR.template_for(typed) is module
+        assert OPERATOR.template_for(typed, "cuda") is module
         space = OPERATOR.space(typed, H200, 1)
         assert space.template == template
         assert all(space.schedule(schedule_values(s)) == s for s in space.candidates())

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import compiler.ir.buffer
-from compiler.backends import emu, get_runner
+from compiler.backends import emu, get_target
 from compiler.backends.nvrtc import compile_source
 from compiler.codegen import render_cuda, render_program
 from compiler.codegen.names import CodegenError
@@ -61,7 +61,7 @@ OPERATORS = {"matmul_mma": "matmul", "matmul_simt": "matmul", "conv2d_simt": "co
 def _source(template: str, spec):
     operator = get_operator(OPERATORS[template])
     schedule = operator.space(spec, H200, 1).candidates()[0]
-    return render_program(operator.build(spec, schedule))[0]
+    return render_program(operator.build(spec, schedule, "cuda"))[0]
 
 
 @pytest.mark.parametrize("template", sorted(LARGE))
@@ -168,6 +168,6 @@ def test_templates_with_forced_64_bit_offsets_compute_the_reference(template: st
     spec = specs[template]
     operator = get_operator(OPERATORS[template])
     schedule = operator.space(spec, H200, 1).candidates()[0]
-    assert "long long" in render_program(operator.build(spec, schedule))[0].source
-    result = check_schedule(operator, spec, schedule, runner=get_runner("emu"), device=H200, seed=1)
+    assert "long long" in render_program(operator.build(spec, schedule, "cuda"))[0].source
+    result = check_schedule(operator, spec, schedule, target=get_target("emu", gpu=H200), seed=1)
     assert result.status is TrialStatus.OK, result.message

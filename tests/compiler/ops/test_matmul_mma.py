@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.backends import emu, get_runner
+from compiler.backends import emu, get_target
 from compiler.codegen import render_program
 from compiler.device import DEVICES, DeviceSpec
 from compiler.numeric import TOLERANCE, from_storage, poisoned, relative_error
@@ -21,11 +21,11 @@ from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules
 
 H200 = DEVICES["h200"]
-RUNNER = get_runner("emu")
+TARGET = get_target("emu", gpu=H200)
 
 
 def check_all(spec: MatmulSpec, schedules: Sequence[MmaSchedule]) -> list[CheckResult]:
-    return check_schedules(OPERATOR, spec, schedules, runner=RUNNER, device=H200, seed=7)
+    return check_schedules(OPERATOR, spec, schedules, target=TARGET, seed=7)
 
 
 def assert_none_fail(results: list[CheckResult]) -> None:

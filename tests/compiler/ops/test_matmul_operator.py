@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from compiler.codegen import render_program
+from compiler.cpu_device import detect_cpu
 from compiler.device import DEVICES
 from compiler.ops import get_operator, matmul_simt, operators, parse_spec
 from compiler.ops.matmul import OPERATOR
@@ -26,21 +27,33 @@ def test_the_registry_finds_matmul() -> None:
 
 
 def test_float32_dispatches_to_the_simt_template() -> None:
-    assert OPERATOR.template_for(SPEC) is matmul_simt
+    assert OPERATOR.template_for(SPEC, "cuda") is matmul_simt
     space = OPERATOR.space(SPEC, DEVICES["h200"], 1)
     assert space.template == "matmul_simt"
     schedule = space.candidates()[0]
     # IR expressions overload ==, so programs are compared by what they render to
-    assert render_program(OPERATOR.build(SPEC, schedule)) == render_program(matmul_simt.build(SPEC, schedule))
+    assert render_program(OPERATOR.build(SPEC, schedule, "cuda")) == render_program(matmul_simt.build(SPEC, schedule))
     # schedules survive storage as plain values: the parameters rebuild the same schedule
     assert all(space.schedule(schedule_values(s)) == s for s in space.candidates())
 
 
 def test_a_dtype_without_a_template_is_named() -> None:
-    float32_only = dataclasses.replace(OPERATOR, templates={"float32": matmul_simt})
+    float32_only = dataclasses.replace(OPERATOR, templates={("cuda", "float32"): matmul_simt})
     spec = MatmulSpec(m=8, n=8, k=8, dtype="bfloat16")
-    with pytest.raises(ValueError, match="no matmul template installed for dtype 'bfloat16'; available: float32"):
+    with pytest.raises(ValueError, match="no matmul template for dtype 'bfloat16' on target 'cuda'; "
+                       "that target has dtypes float32"):
         float32_only.space(spec, DEVICES["h200"], 1)
+    with pytest.raises(ValueError, match="bfloat16' on target 'cuda'"):
+        float32_only.build(spec, None, "cuda")
+
+
+def test_the_device_decides_the_template_target() -> None:
+    cpu = detect_cpu()
+    with pytest.raises(ValueError, match="no matmul template for dtype 'float32' on target 'cpu'"):
+        OPERATOR.space(SPEC, cpu, 1)
+    with pytest.raises(ValueError, match="on target 'cpu'; that target has dtypes float32"):
+        dataclasses.replace(OPERATOR, templates={("cpu", "float32"): matmul_simt}).build(
+            SPEC.model_copy(update={"dtype": "float16"}), None, "cpu")
 
 
 def test_workload_side_delegates_to_the_spec_module() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.backends import emu, get_runner
+from compiler.backends import emu, get_target
 from compiler.codegen import render_program
 from compiler.device import DEVICES, DeviceSpec
 from compiler.ops import matmul_simt
@@ -17,6 +17,7 @@ from compiler.ops.gemm_simt import SimtTile, load_mapping
 from compiler.ops.matmul import OPERATOR
 from compiler.ops.matmul_simt import SimtSchedule, build, operand_vectors, space
 from compiler.ops.matmul_spec import MatmulSpec
+from compiler.program import launch_arguments
 from search.trial import TrialStatus
 from search.verify import CheckResult, Oracle, check_schedule
 
@@ -28,7 +29,7 @@ LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 
 
 def check(spec: MatmulSpec, schedule: SimtSchedule, seed: int = 0) -> CheckResult:
-    return check_schedule(OPERATOR, spec, schedule, runner=get_runner("emu"), device=H200, seed=seed)
+    return check_schedule(OPERATOR, spec, schedule, target=get_target("emu", gpu=H200), seed=seed)
 
 
 def assert_passes(result: CheckResult) -> None:
@@ -80,7 +81,8 @@ def test_double_buffering_is_race_free(layout_a: str, schedule: SimtSchedule) ->
     program = build(spec, schedule)
     (kernel,) = render_program(program)
     oracle = Oracle(OPERATOR, spec, seed=3)
-    (args,), outputs = oracle.arguments(program)
+    buffers, outputs = oracle.arguments(program)
+    (args,) = launch_arguments(program, buffers)
     emu.run(kernel, args, detect_races=True)  # raises SharedMemoryRaceError on a missing barrier
     error, _ = oracle.worst_error(outputs)
     assert error <= 1e-5

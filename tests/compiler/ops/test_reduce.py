@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.numeric import from_storage
 from compiler.ops import get_operator, parse_spec
@@ -20,7 +20,7 @@ H200 = device_preset("h200")
 
 
 def check(spec, schedule):
-    return check_schedule(OPERATOR, spec, schedule, runner=get_runner("emu"), device=H200)
+    return check_schedule(OPERATOR, spec, schedule, target=get_target("emu", gpu=H200))
 
 
 def _cases(specs, level=1, sample=None, seed=0):

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.ops.reduce import OPERATOR, ReduceSchedule, ReduceSpec
+from compiler.program import launch_arguments
 from search.trial import TrialStatus
 from search.verify import Oracle, check_schedule
 from service.cli import main as cli_main
@@ -33,7 +34,7 @@ def _schedule(spec: ReduceSpec, parts: int, vector: int = 1) -> ReduceSchedule:
 @pytest.mark.parametrize("parts", [2, 7])
 def test_split_schedules_match_numpy(kind: str, shape: list[int], axis: int, parts: int) -> None:
     spec = ReduceSpec(shape=shape, axis=axis, kind=kind)
-    result = check_schedule(OPERATOR, spec, _schedule(spec, parts), runner=get_runner("emu"), device=H200)
+    result = check_schedule(OPERATOR, spec, _schedule(spec, parts), target=get_target("emu", gpu=H200))
     assert result.status is TrialStatus.OK, result.message
     assert [k.entry for k in result.kernels] == [f"reduce_{kind}_float32_partial", f"reduce_{kind}_float32_final"]
 
@@ -42,17 +43,21 @@ def test_split_schedules_match_numpy(kind: str, shape: list[int], axis: int, par
                                                        ("float32", "sum", 4)])
 def test_split_schedules_with_vector_loads_and_16_bit_outputs(dtype: str, kind: str, vector: int) -> None:
     spec = ReduceSpec(shape=[2, 1500], axis=1, kind=kind, dtype=dtype)
-    result = check_schedule(OPERATOR, spec, _schedule(spec, 5, vector), runner=get_runner("emu"), device=H200)
+    result = check_schedule(OPERATOR, spec, _schedule(spec, 5, vector), target=get_target("emu", gpu=H200))
     assert result.status is TrialStatus.OK, result.message
 
 
 def test_the_workspace_is_poisoned_and_shared_by_both_launches() -> None:
     spec = ReduceSpec(shape=[3, 1009], axis=1, kind="sum")
-    program = OPERATOR.build(spec, _schedule(spec, 4))
+    program = OPERATOR.build(spec, _schedule(spec, 4), "cuda")
     (workspace,) = program.workspaces
     assert (workspace.shape, workspace.dtype) == ((4, 3), "float32")
-    (_, partials), (partials_again, y) = Oracle(OPERATOR, spec).arguments(program)[0]
-    assert partials is partials_again
+    buffers, outputs = Oracle(OPERATOR, spec).arguments(program)
+    target = get_target("emu", gpu=H200)
+    loaded = target.load(target.compile(program))
+    (_, partials), (partials_again, y) = launch_arguments(program, {**loaded.workspaces, **buffers})
+    assert partials is partials_again is loaded.workspaces[workspace.name]
+    assert y is outputs["y"]
     assert np.isnan(partials).all() and np.isnan(y).all()  # a partial or output never written fails
 
 

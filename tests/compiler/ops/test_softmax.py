@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from compiler.backends import get_runner
-from compiler.codegen import render_program
+from compiler.backends import CompileFailure, get_target
 from compiler.device import DEVICES, device_preset
 from compiler.numeric import from_storage
 from compiler.ops import get_operator, parse_spec
@@ -23,7 +22,7 @@ from compiler.ops.softmax import (
 )
 from compiler.space import schedule_values
 from search.trial import TrialStatus
-from search.verify import check_schedule, compile_checked
+from search.verify import check_schedule
 from service.cli import main as cli_main
 
 H200 = device_preset("h200")
@@ -31,7 +30,7 @@ AWKWARD = [SoftmaxSpec(rows=4, cols=1), SoftmaxSpec(rows=5, cols=1000), SoftmaxS
 
 
 def check(spec, schedule):
-    return check_schedule(OPERATOR, spec, schedule, runner=get_runner("emu"), device=H200)
+    return check_schedule(OPERATOR, spec, schedule, target=get_target("emu", gpu=H200))
 
 
 def _cases(specs, level=1, sample=None, seed=0):
@@ -150,9 +149,9 @@ def test_the_heaviest_register_schedules_compile_without_spills():
     cached = [s for s in OPERATOR.space(spec, H200, 2).candidates() if s.cache == "registers"]
     heaviest = sorted(cached, key=lambda s: (s.chunks(spec.cols) * s.vector * s.threads, s.threads))[-2:]
     for schedule in heaviest:
-        status, usage, message = compile_checked(render_program(OPERATOR.build(spec, schedule))[0], H200)
-        assert status is None, (schedule, message)
-        assert all(u.spill_stores == 0 for u in usage.values())
+        artifact = get_target("emu", gpu=H200).compile(OPERATOR.build(spec, schedule, "cuda"))
+        assert not isinstance(artifact, CompileFailure), (schedule, artifact.message)
+        assert all(u.spill_stores == 0 for u in artifact.launches[0].usage.values())
 
 
 def test_a_misaligned_vector_is_refused_before_compiling():

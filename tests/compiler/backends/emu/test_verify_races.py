@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from compiler.backends import get_runner
+from compiler.backends import get_target
 from compiler.device import device_preset
 from compiler.ir import blockIdx, else_, f32, if_, kernel, let, lower, shared, sync_threads, threadIdx
 from compiler.ops.base import TensorSpec
@@ -28,7 +28,7 @@ class Shift:
 
     name = "shift"
 
-    def build(self, spec: int, schedule: str) -> Program:
+    def build(self, spec: int, schedule: str, target: str) -> Program:
         with kernel("shift", block=128, grid=spec) as k:
             x = k.tensor("x", f32, (spec * 128,), const=True)
             y = k.tensor("y", f32, (spec * 128,))
@@ -60,7 +60,7 @@ def check(tmp_path, monkeypatch):
     monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path))  # the default runner's cache, here
 
     def run(blocks: int, schedule: str):
-        return check_schedule(Shift(), blocks, schedule, runner=get_runner("emu"), device=device_preset("h200"))
+        return check_schedule(Shift(), blocks, schedule, target=get_target("emu", gpu=device_preset("h200")))
 
     return run
 
