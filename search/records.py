@@ -6,9 +6,13 @@ compiler's :class:`~compiler.source.KernelSource` is not one of them.
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from compiler.backends import Artifact
 from compiler.source import KernelSource
 from db.records import KernelResult
 
@@ -35,4 +39,81 @@ def kernel_result(
         trials_used=trials_used,
         binary=binary,
         gflops=gflops,
+    )
+
+
+def _binary_bytes(value: Any) -> bytes | None:
+    """A launch's binary as bytes: given as bytes, or as a built file (a path, or a record with one)."""
+    if isinstance(value, bytes):
+        return value
+    path = value if isinstance(value, Path) else getattr(value, "path", None)
+    return Path(path).read_bytes() if path is not None else None
+
+
+def binary_archive(artifact: Artifact) -> bytes | None:
+    """Every launch's binaries in one zip (members ``<launch>-<entry>.<role>``, in launch order, with fixed
+    timestamps so the same binaries make the same bytes), or None when the target keeps none."""
+    members: list[tuple[str, bytes]] = []
+    for index, launch in enumerate(artifact.launches):
+        for role, value in sorted(launch.binaries.items()):
+            data = _binary_bytes(value)
+            if data is not None:
+                members.append((f"{index}-{launch.source.entry}.{role}", data))
+    if not members:
+        return None
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return out.getvalue()
+
+
+def _params(source: KernelSource) -> list[dict[str, Any]]:
+    return [{"name": p.name, "dtype": p.dtype, "pointer": p.pointer} for p in source.params]
+
+
+def program_document(artifact: Artifact) -> dict[str, Any]:
+    """The program of ``artifact`` as plain data: what a client needs to run it from the stored binaries."""
+    program = artifact.program
+    return {
+        "target": artifact.target,
+        "arguments": list(program.arguments),
+        "workspaces": [{"name": w.name, "shape": list(w.shape), "dtype": w.dtype} for w in program.workspaces],
+        "launches": [
+            {"entry": build.source.entry, "source": build.source.source, "grid": list(build.source.grid),
+             "block": list(build.source.block), "shared_bytes": build.source.shared_bytes,
+             "params": _params(build.source), "bindings": list(launch.bindings)}
+            for build, launch in zip(artifact.launches, program.launches, strict=True)
+        ],
+    }
+
+
+def program_result(
+    artifact: Artifact,
+    *,
+    schedule: Mapping[str, Any],
+    latency_us: float,
+    trials_used: int,
+    gflops: float | None = None,
+) -> KernelResult:
+    """The cache record of a tuned program: a one-launch program as that kernel (the plain fields), a longer
+    one with its whole program document too; the binaries archived either way."""
+    first = artifact.launches[0].source
+    several = len(artifact.launches) > 1
+    source = "\n".join(f"// launch {i}: {b.source.entry}\n{b.source.source}" for i, b in enumerate(artifact.launches))
+    return KernelResult(
+        schedule=schedule,
+        source=source if several else first.source,
+        entry=artifact.program.name if several else first.entry,
+        grid=first.grid,
+        block=first.block,
+        shared_bytes=first.shared_bytes,
+        params=tuple(_params(first)) if not several else tuple(
+            {"name": name, "dtype": artifact.program.dtype_of(name), "pointer": True}
+            for name in artifact.program.arguments),
+        latency_us=latency_us,
+        trials_used=trials_used,
+        binary=binary_archive(artifact),
+        gflops=gflops,
+        program=program_document(artifact) if several else None,
     )
