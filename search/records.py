@@ -6,6 +6,7 @@ compiler's :class:`~compiler.source.KernelSource` is not one of them.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from collections.abc import Mapping
@@ -14,7 +15,7 @@ from typing import Any
 
 from compiler.backends import Artifact
 from compiler.source import KernelSource
-from db.records import KernelResult
+from db.records import DeviceInfo, KernelResult, ToolchainInfo
 
 
 def kernel_result(
@@ -117,3 +118,29 @@ def program_result(
         gflops=gflops,
         program=program_document(artifact) if several else None,
     )
+
+
+def _short_hash(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+
+
+def cache_identity(fingerprint: Mapping[str, str], warpmap: str) -> tuple[DeviceInfo, ToolchainInfo]:
+    """The cache's device and toolchain keys from a target's fingerprint (``Target.fingerprint()``).
+
+    A GPU is its name, compute capability and driver; the host is its model and ISA (the features the
+    binary assumes). The toolchain is warpmap's build (``warpmap``, from ``db.keys.warpmap_build``),
+    NVRTC's version where there is one, and the host compiler with a digest of the flags and build
+    version, so a change of either files kernels apart.
+    """
+    name = fingerprint.get("device") or fingerprint.get("cpu") or fingerprint.get("target", "unknown")
+    if "arch" in fingerprint:
+        arch = fingerprint["arch"]
+    else:
+        lanes = fingerprint.get("f32_lanes", "?")
+        arch = f"{fingerprint.get('target', 'host')}-f32x{lanes}-{_short_hash(fingerprint.get('isa', ''))}"
+    device = DeviceInfo(name=name, arch=arch, driver=fingerprint.get("driver", "none"))
+    compiler = fingerprint.get("compiler", "none")
+    flags = _short_hash(fingerprint.get("flags", ""), fingerprint.get("build_version", ""))
+    toolchain = ToolchainInfo(warpmap=warpmap, nvrtc=fingerprint.get("nvrtc", "none"),
+                              host_compiler=f"{compiler[:100]} {flags}")
+    return device, toolchain
