@@ -181,6 +181,8 @@ class Kernel(Base):
     shared_bytes: Mapped[int] = mapped_column(Integer)
     #: Parameters in argument order: ``[{"name": ..., "dtype": ..., "pointer": ...}, ...]``.
     params: Mapped[list[dict[str, Any]]] = mapped_column(VersionedJSON(version=1))
+    #: A program of several launches, whole (``db.records.KernelResult.program``); None for one launch.
+    program: Mapped[dict[str, Any] | None] = mapped_column(VersionedJSON(version=1), nullable=True)
     latency_us: Mapped[float] = mapped_column(Float)
     gflops: Mapped[float | None] = mapped_column(Float)
     trials_used: Mapped[int] = mapped_column(Integer)

@@ -74,6 +74,11 @@ class KernelResult:
     trials_used: int
     binary: bytes | None = None
     gflops: float | None = None
+    #: The whole program when it has more than the one launch the fields above describe: ``{"target",
+    #: "arguments", "workspaces", "launches": [{"entry", "source", "grid", "block", "shared_bytes",
+    #: "params", "bindings"}, ...]}``, launches in the order they run; ``binary`` then archives each
+    #: launch's binary.
+    program: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.latency_us > 0:
@@ -94,11 +99,12 @@ class KernelResult:
             "latency_us": self.latency_us,
             "gflops": self.gflops,
             "trials_used": self.trials_used,
+            "program": None if self.program is None else dict(self.program),
         }
 
     @property
     def size_bytes(self) -> int:
-        documents = canonical_json({"schedule": self.schedule, "params": list(self.params)})
+        documents = canonical_json({"schedule": self.schedule, "params": list(self.params), "program": self.program})
         return len(self.source.encode()) + len(self.binary or b"") + len(documents.encode())
 
 

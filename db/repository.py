@@ -168,6 +168,7 @@ def to_cached_kernel(row: Any) -> CachedKernel:
         trials_used=kernel.trials_used,
         binary=kernel.binary,
         gflops=kernel.gflops,
+        program=kernel.program,
     )
     return CachedKernel(
         id=kernel.id,

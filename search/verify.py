@@ -120,7 +120,7 @@ class Oracle:
         }
 
 
-def _compile(operator: Operator, spec: object, schedule: Hashable, target: Target) -> CheckResult:
+def compile_schedule(operator: Operator, spec: object, schedule: Hashable, target: Target) -> CheckResult:
     """Build the schedule's program and compile it for the target: everything before the launches. A
     result whose ``artifact`` is set is ready to run; any other is final."""
     try:
@@ -172,7 +172,7 @@ def check_schedule(
     seed: int = 0,
     timeout_s: float = 60.0,
 ) -> CheckResult:
-    compiled = _compile(operator, spec, schedule, target)
+    compiled = compile_schedule(operator, spec, schedule, target)
     if compiled.artifact is None:
         return compiled
     return _run(compiled, Oracle(operator, spec, seed), target, timeout_s)
@@ -202,7 +202,7 @@ def check_schedules(
     oracle = Oracle(operator, spec, seed)
 
     def compile_one(schedule: Hashable) -> CheckResult:
-        return _compile(operator, spec, schedule, target)
+        return compile_schedule(operator, spec, schedule, target)
 
     results: list[CheckResult] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -1,0 +1,262 @@
+"""Tuning one workload on one target: a strategy over the template's space, every candidate built in a
+compile pool, checked and timed in the measuring process, the best re-timed at the end.
+
+Measurement protocol (what every figure a tuning reports stands on):
+
+1. a candidate is built and compiled in a pool process, with a time-out (``search.measure.build_candidate``);
+   the space is rebuilt there from (operator, spec, level, target), never pickled;
+2. candidates whose binaries are identical (the same artifact key) are measured once;
+3. the artifact is checked against the numpy reference on random inputs drawn for this tuning (outputs
+   poisoned first) in a long-lived measuring process, and only a correct one is timed under the target's
+   protocol (``compiler.backends.timing``); a crash or hang there fails that trial only
+   (``search.isolation``);
+4. compiling and timing never overlap: the pool builds one candidate, then the measuring process times
+   it, so on the cpu the cores that time are not also compiling;
+5. the best three by median are re-timed interleaved (``search.measure.retime``); the reported best is
+   the lowest re-timed median.
+
+``search`` knows no database and no web: the Optuna storage and the sink for trial records come from
+the caller (the CLI and the service's workers wire them to ``db``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+from compiler.backends import Artifact, Target
+from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
+from compiler.ops import get_operator
+from compiler.space import Space
+from search.isolation import Crashed, IsolatedProcess, Raised, Returned, TimedOut
+from search.measure import BuildRequest, Built, Measurement, MeasureRequest, build_candidate, measure_candidate, retime
+from search.strategies import Budget, Outcome, SearchResult, TrialRecord, search
+from search.trial import TrialStatus
+
+#: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
+RETIME_BEST = 3
+RETIME_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluated candidate with everything measured about it (what a sink stores)."""
+
+    number: int
+    values: Mapping[str, Any]
+    status: TrialStatus
+    message: str = ""
+    compile_s: float = 0.0
+    samples: Samples | None = None
+    error: float | None = None
+    resources: tuple[Mapping[str, Any], ...] = ()
+    artifact_key: str | None = None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.samples.median_ns / 1e6 if self.samples is not None else None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What ``on_progress`` is told after each trial."""
+
+    done: int
+    budget_trials: int | None
+    counts: Mapping[str, int]
+    best_ms: float | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The best schedule of a tuning, its artifact and figures, and every trial."""
+
+    spec: Mapping[str, Any]
+    target: str
+    values: Mapping[str, Any]
+    artifact: Artifact
+    samples: Samples
+    flops: int
+    min_bytes: int
+    peak_gflops: float | None
+    trials: tuple[Trial, ...]
+    stopped: str
+    study: str
+    retimed: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def latency_ms(self) -> float:
+        return self.samples.median_ns / 1e6
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.samples.median_ns
+
+    @property
+    def gbs(self) -> float:
+        return self.min_bytes / self.samples.median_ns
+
+    @property
+    def peak_fraction(self) -> float | None:
+        """GFLOP/s over the target's compute peak (its roofline's flat part), when the peak is known."""
+        return self.gflops / self.peak_gflops if self.peak_gflops else None
+
+
+class TuneError(RuntimeError):
+    """No candidate of the space was both correct and timed: there is no result to report."""
+
+
+def _peak(device: object) -> float | None:
+    peak = getattr(device, "peak_gflops_f32", None)
+    return float(peak) if isinstance(peak, int | float) else None
+
+
+@dataclass
+class _Run:
+    """The state of one tuning (its pool, measuring process, and what it measured so far)."""
+
+    target: Target
+    spec: Mapping[str, Any]
+    level: int
+    protocol: Protocol
+    seed: int
+    timeout_s: float
+    pool: ProcessPoolExecutor
+    child: IsolatedProcess
+    trials: list[Trial] = field(default_factory=list)
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
+    by_key: dict[str, Measurement] = field(default_factory=dict)
+
+    def objective(self, values: dict[str, Any]) -> tuple[Outcome, Trial]:
+        built = self._build(values)
+        number = len(self.trials)
+        if built.artifact is None:
+            trial = Trial(number, values, built.status, built.message, built.compile_s, resources=built.resources)
+            return Outcome.failed(built.status, built.message), trial
+        key = built.artifact.key
+        measured = self.by_key.get(key)
+        if measured is None:
+            measured = self._measure(built.artifact)
+            self.by_key[key] = measured
+            self.artifacts[key] = built.artifact
+        trial = Trial(number, values, measured.status, measured.message, built.compile_s, measured.samples,
+                      measured.error, built.resources, key)
+        if measured.samples is None:
+            return Outcome.failed(measured.status, measured.message), trial
+        return Outcome.ok(measured.samples.median_ns / 1e6), trial
+
+    def _build(self, values: dict[str, Any]) -> Built:
+        future = self.pool.submit(build_candidate, BuildRequest(self.target, self.spec, self.level, values))
+        try:
+            return future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            return Built(values, TrialStatus.TIMEOUT, f"build ran past {self.timeout_s:g} s")
+        except Exception as exc:  # a pool worker that died takes its candidate with it, not the tuning
+            return Built(values, TrialStatus.COMPILE_ERROR, f"the build process failed: {type(exc).__name__}: {exc}")
+
+    def _measure(self, artifact: Artifact) -> Measurement:
+        request = MeasureRequest(self.target, self.spec, artifact, self.protocol, self.seed, self.timeout_s)
+        # The whole measurement (load, check, time) gets the time-out twice over: timing takes its own time.
+        outcome = self.child.call(measure_candidate, request, timeout_s=2 * self.timeout_s + 10)
+        if isinstance(outcome, Returned):
+            measured: Measurement = outcome.value
+            return measured
+        if isinstance(outcome, TimedOut):
+            return Measurement(TrialStatus.TIMEOUT, outcome.message)
+        if isinstance(outcome, Crashed):
+            return Measurement(TrialStatus.LAUNCH_ERROR, outcome.message)
+        assert isinstance(outcome, Raised)
+        return Measurement(TrialStatus.LAUNCH_ERROR, f"{outcome.type_name}: {outcome.message}")
+
+
+def tune(
+    spec: Any,
+    target: Target,
+    *,
+    strategy: str = "default",
+    budget: Budget | None = None,
+    level: int = 2,
+    seed: int = 0,
+    storage: Any = None,
+    study_key: str | None = None,
+    protocol: Protocol = DEFAULT_PROTOCOL,
+    timeout_s: float = 120.0,
+    on_progress: Callable[[Progress], None] | None = None,
+    sink: Callable[[Trial], None] | None = None,
+) -> TuneResult:
+    """Find the fastest correct schedule of ``spec`` on ``target`` (see the module docstring).
+
+    ``storage`` is an Optuna storage (None: in memory) and ``study_key`` the study's name in it (one
+    per workload, target device, toolchain and space); ``sink`` receives every trial as it ends.
+    Raises :class:`TuneError` when no candidate was correct.
+    """
+    budget = budget or Budget(trials=50)
+    operator = get_operator(spec.op)
+    space: Space[Any] = operator.space(spec, target.device(), level)
+    spec_data = spec.model_dump(mode="json")
+    started = time.monotonic()
+    counts: dict[str, int] = {}
+    context = get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool, IsolatedProcess() as child:
+        run = _Run(target, spec_data, level, protocol, seed, timeout_s, pool, child)
+
+        def objective(values: dict[str, Any]) -> Outcome:
+            outcome, trial = run.objective(values)
+            run.trials.append(trial)
+            counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+            if sink is not None:
+                sink(trial)
+            return outcome
+
+        def progressed(record: TrialRecord) -> None:
+            if on_progress is not None:
+                best = min((t.latency_ms for t in run.trials if t.latency_ms is not None), default=None)
+                on_progress(Progress(len(run.trials), budget.trials, dict(counts), best,
+                                     time.monotonic() - started))
+
+        found: SearchResult = search(space, objective, strategy, budget, storage=storage,
+                                     study_key=study_key, seed=seed, on_trial=progressed)
+        best_key, best_samples, retimed = _retime_best(run)
+    if best_key is None or best_samples is None:
+        raise TuneError(_no_result(run.trials))
+    best_trial = next(t for t in run.trials if t.artifact_key == best_key)
+    return TuneResult(
+        spec=spec_data, target=target.name, values=best_trial.values, artifact=run.artifacts[best_key],
+        samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
+        peak_gflops=_peak(target.device()), trials=tuple(run.trials), stopped=found.stopped,
+        study=found.study_name, retimed=retimed,
+    )
+
+
+def _retime_best(run: _Run) -> tuple[str | None, Samples | None, dict[str, float]]:
+    ranked = sorted(((m.samples.median_ns, key) for key, m in run.by_key.items() if m.samples is not None))
+    best = [key for _, key in ranked[:RETIME_BEST]]
+    if not best:
+        return None, None, {}
+    if len(best) == 1:
+        return best[0], run.by_key[best[0]].samples, {}
+    requests = [MeasureRequest(run.target, run.spec, run.artifacts[key], run.protocol, run.seed, run.timeout_s)
+                for key in best]
+    outcome = run.child.call(retime, requests, RETIME_ROUNDS, timeout_s=len(best) * (2 * run.timeout_s + 10))
+    if not isinstance(outcome, Returned):  # keep the first figures rather than lose the tuning
+        return best[0], run.by_key[best[0]].samples, {}
+    pooled: list[Samples] = outcome.value
+    medians = {key: samples.median_ns / 1e6 for key, samples in zip(best, pooled, strict=True)}
+    winner = min(range(len(best)), key=lambda i: pooled[i].median_ns)
+    return best[winner], pooled[winner], medians
+
+
+def _no_result(trials: list[Trial]) -> str:
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no trials"
+    first = next((t.message.splitlines()[0] for t in trials if t.message), "")
+    return f"no correct candidate was found ({summary})" + (f"; first failure: {first}" if first else "")
+

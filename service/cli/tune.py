@@ -1,0 +1,212 @@
+"""``warpmap tune``: search a workload's schedule space on a target, keep the best in the tuning cache.
+
+The cache is looked up first (workload, device, toolchain): a hit is printed as it is stored, unless
+``--force``. A tuning's Optuna study lives in the same database, one per workload, device, toolchain
+and level, so an interrupted tuning resumes where it stopped and never measures a point twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from compiler.backends import Target, get_target
+from compiler.space import EmptySpaceError
+from compiler.toolchain import source_digest
+from db.keys import warpmap_build
+from db.migrate import current_revision, head_revision, upgrade
+from db.records import CacheHit, WorkloadSpec
+from db.repository import lookup_kernel, save_kernel
+from db.session import create_engine_for, session_scope
+from search.records import cache_identity, program_result
+from search.strategies import Budget, StudyMismatchError
+from search.tune import Progress as TuneProgress
+from search.tune import TuneError, TuneResult, tune
+from service.cli.check import parse_spec_argument
+from service.cli.db import database_url, shown
+from service.cli.errors import CliError
+
+
+def validate_options(args: argparse.Namespace) -> None:
+    if args.trials < 1:
+        raise CliError(f"--trials must be at least 1, got {args.trials}")
+    if args.seconds is not None and not (args.seconds > 0 and math.isfinite(args.seconds)):
+        raise CliError(f"--seconds must be a number above 0, got {args.seconds}")
+    if args.patience is not None and args.patience < 1:
+        raise CliError(f"--patience must be at least 1, got {args.patience}")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise CliError(f"--timeout must be a number of seconds above 0, got {args.timeout}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be 0 or more, got {args.seed}")
+
+
+def choose_target(name: str | None) -> Target:
+    """The target ``--target`` names, else the GPU when one can run kernels here, else the host."""
+    if name is None:
+        cuda = get_target("cuda")
+        name = "cuda" if cuda.unavailable_reason() is None else "cpu"
+    target = get_target(name)
+    reason = target.unavailable_reason()
+    if reason is not None:
+        raise CliError(f"target {name!r} cannot run kernels here: {reason}")
+    return target
+
+
+def warpmap_version() -> str:
+    try:
+        release = version("warpmap")
+    except PackageNotFoundError:
+        release = "0+unknown"
+    return warpmap_build(version=release.split("+")[0], sources=source_digest())
+
+
+def ready_database(url: str) -> None:
+    """Bring an embedded SQLite database to the newest schema; a server's schema is its operator's to move."""
+    if current_revision(url) == head_revision():
+        return
+    if url.startswith("sqlite"):
+        upgrade(url)
+        return
+    raise CliError(f"the database at {shown(url)} is not at the newest schema; run `warpmap db upgrade` first")
+
+
+def _progress_reporter(trials: int, live: bool) -> tuple[Callable[[TuneProgress], None], Progress | None]:
+    """``on_progress`` for a terminal (one rich progress bar) or a log (one plain line per trial)."""
+    if live:
+        bar = Progress(TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[status]}"),
+                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
+                       transient=True)
+        task = bar.add_task("tune", total=trials, status="")
+
+        def show(progress: TuneProgress) -> None:
+            bar.update(task, completed=progress.done, status=_status_text(progress))
+
+        return show, bar
+
+    def line(progress: TuneProgress) -> None:
+        print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s)",
+              file=sys.stderr, flush=True)
+
+    return line, None
+
+
+def _status_text(progress: TuneProgress) -> str:
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(progress.counts.items()))
+    best = f"best {progress.best_ms:.4g} ms" if progress.best_ms is not None else "no result yet"
+    return f"{best}; {counts}"
+
+
+def run(args: argparse.Namespace) -> int:
+    validate_options(args)
+    spec = parse_spec_argument(args.spec)
+    target = choose_target(args.target)
+    url = database_url(args)
+    ready_database(url)
+    workload = WorkloadSpec(op=spec.op, spec=spec.model_dump(mode="json"))
+    device, toolchain = cache_identity(target.fingerprint(), warpmap_version())
+    engine = create_engine_for(url)
+    try:
+        if not args.force:
+            with session_scope(engine) as session:
+                hit = lookup_kernel(session=session, workload=workload, device=device, toolchain=toolchain)
+            if hit is not None:
+                _print(_from_cache(hit, target.name), args.json)
+                return 0
+        result = _tune(args, spec, target, url, f"{workload.key}@{device.key}@{toolchain.key}@level{args.level}")
+        if result is None:
+            return 1
+        with session_scope(engine) as session:
+            save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
+                        result=program_result(result.artifact, schedule=dict(result.values),
+                                              latency_us=result.latency_ms * 1e3, trials_used=len(result.trials),
+                                              gflops=result.gflops))
+    finally:
+        engine.dispose()
+    _print(_from_tuning(result), args.json)
+    return 0
+
+
+def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_key: str) -> TuneResult | None:
+    import optuna  # here, not above: start-up cost of every other command
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    budget = Budget(trials=args.trials, seconds=args.seconds, patience=args.patience)
+    storage = optuna.storages.RDBStorage(url)
+    live = sys.stderr.isatty()
+    report, bar = _progress_reporter(args.trials, live)
+    print(f"tuning {spec.op} {spec.canonical_json()} on {target.name} ({args.strategy}, up to {args.trials} "
+          "trials)", file=sys.stderr, flush=True)
+    try:
+        if bar is not None:
+            bar.start()
+        return tune(spec, target, strategy=args.strategy, budget=budget, level=args.level, seed=args.seed,
+                    storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=report)
+    except EmptySpaceError as exc:
+        raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
+    except StudyMismatchError as exc:
+        raise CliError(f"{exc}; tune with --level {args.level} again after `warpmap cache evict`, or pick "
+                       "another database") from None
+    except TuneError as exc:
+        print(f"warpmap tune: {exc}", file=sys.stderr)
+        return None
+    finally:
+        if bar is not None:
+            bar.stop()
+        storage.engine.dispose()
+
+
+def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:
+    kernel = hit.kernel.result
+    return {
+        "cache": "hit", "target": target, "schedule": dict(kernel.schedule), "latency_ms": kernel.latency_us / 1e3,
+        "gflops": kernel.gflops, "trials": kernel.trials_used, "kernel": {"id": hit.kernel.id,
+                                                                          "entry": kernel.entry,
+                                                                          "source": kernel.source},
+    }
+
+
+def _from_tuning(result: TuneResult) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for trial in result.trials:
+        counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+    sources = [launch.source for launch in result.artifact.launches]
+    return {
+        "cache": "miss", "target": result.target, "schedule": dict(result.values),
+        "latency_ms": result.latency_ms,
+        "latency_p20_ms": result.samples.p20_ns / 1e6, "latency_p80_ms": result.samples.p80_ns / 1e6,
+        "gflops": result.gflops, "gbs": result.gbs, "peak_fraction": result.peak_fraction,
+        "trials": len(result.trials), "statuses": counts, "stopped": result.stopped,
+        "kernel": {"entry": result.artifact.program.name,
+                   "source": "\n".join(f"// launch {i}: {s.entry}\n{s.source}" for i, s in enumerate(sources))
+                   if len(sources) > 1 else sources[0].source},
+    }
+
+
+def _print(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report))
+        return
+    table = Table(title=f"{report['target']}: {report['cache']}", show_header=True)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_row("schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items()))
+    table.add_row("latency", f"{report['latency_ms']:.4g} ms" + (
+        f" (p20 {report['latency_p20_ms']:.4g}, p80 {report['latency_p80_ms']:.4g})"
+        if "latency_p20_ms" in report else ""))
+    if report.get("gflops") is not None:
+        table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
+    if report.get("peak_fraction") is not None:
+        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}%")
+    table.add_row("trials", str(report["trials"]) + (
+        f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
+        if "statuses" in report else ""))
+    Console().print(table)
