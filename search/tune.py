@@ -132,6 +132,8 @@ class _Run:
     trials: list[Trial] = field(default_factory=list)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     by_key: dict[str, Measurement] = field(default_factory=dict)
+    #: The parameter values of each artifact measured (the first that built it).
+    values: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def objective(self, values: dict[str, Any]) -> tuple[Outcome, Trial]:
         built = self._build(values)
@@ -145,6 +147,7 @@ class _Run:
             measured = self._measure(built.artifact)
             self.by_key[key] = measured
             self.artifacts[key] = built.artifact
+            self.values[key] = dict(values)
         trial = Trial(number, values, measured.status, measured.message, built.compile_s, measured.samples,
                       measured.error, built.resources, key)
         if measured.samples is None:
@@ -222,16 +225,24 @@ def tune(
 
         found: SearchResult = search(space, objective, strategy, budget, storage=storage,
                                      study_key=study_key, seed=seed, on_trial=progressed)
+        _measure_resumed_best(run, found)
         best_key, best_samples, retimed = _retime_best(run)
     if best_key is None or best_samples is None:
         raise TuneError(_no_result(run.trials))
-    best_trial = next(t for t in run.trials if t.artifact_key == best_key)
     return TuneResult(
-        spec=spec_data, target=target.name, values=best_trial.values, artifact=run.artifacts[best_key],
+        spec=spec_data, target=target.name, values=run.values[best_key], artifact=run.artifacts[best_key],
         samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
         peak_gflops=_peak(target.device()), trials=tuple(run.trials), stopped=found.stopped,
         study=found.study_name, retimed=retimed,
     )
+
+
+def _measure_resumed_best(run: _Run, found: SearchResult) -> None:
+    """Measure again the best points of a resumed study that this run did not measure: their artifacts were
+    not kept by the process that measured them, and the re-timing compares artifacts side by side."""
+    ranked = sorted((r for r in found.trials if r.resumed and r.value is not None), key=lambda r: r.value or 0.0)
+    for record in ranked[:RETIME_BEST]:
+        run.objective(dict(record.values))
 
 
 def _retime_best(run: _Run) -> tuple[str | None, Samples | None, dict[str, float]]:

@@ -8,6 +8,7 @@ and level, so an interrupted tuning resumes where it stopped and never measures 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from compiler.backends import Target, get_target
+from compiler.ops import get_operator
 from compiler.space import EmptySpaceError
 from compiler.toolchain import source_digest
 from db.keys import warpmap_build
@@ -59,6 +61,16 @@ def choose_target(name: str | None) -> Target:
     if reason is not None:
         raise CliError(f"target {name!r} cannot run kernels here: {reason}")
     return target
+
+
+def check_space(spec: Any, target: Target, level: int) -> None:
+    """A CliError when the target has no template for the spec, or its space has no schedule for it."""
+    try:
+        get_operator(spec.op).space(spec, target.device(), level)
+    except EmptySpaceError as exc:
+        raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
+    except ValueError as exc:  # no template for this dtype on this target, or no such level
+        raise CliError(str(exc)) from None
 
 
 def warpmap_version() -> str:
@@ -109,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     validate_options(args)
     spec = parse_spec_argument(args.spec)
     target = choose_target(args.target)
+    check_space(spec, target, args.level)
     url = database_url(args)
     ready_database(url)
     workload = WorkloadSpec(op=spec.op, spec=spec.model_dump(mode="json"))
@@ -141,6 +154,9 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     budget = Budget(trials=args.trials, seconds=args.seconds, patience=args.patience)
     storage = optuna.storages.RDBStorage(url)
+    if args.force:  # a forced tuning starts over; without it, an interrupted one resumes its study
+        with contextlib.suppress(KeyError):
+            optuna.delete_study(study_name=study_key, storage=storage)
     live = sys.stderr.isatty()
     report, bar = _progress_reporter(args.trials, live)
     print(f"tuning {spec.op} {spec.canonical_json()} on {target.name} ({args.strategy}, up to {args.trials} "

@@ -57,7 +57,7 @@ from compiler.ops.cpu.conv_pack import (
 )
 from compiler.ops.cpu.matmul import vector_registers
 from compiler.program import Launch, Program, Workspace
-from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space, schedule_values
 
 TEMPLATE = "conv2d_cpu"
 
@@ -182,7 +182,8 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
         )
     else:
         raise ValueError(f"{TEMPLATE}: level must be 1 or 2, got {level}")
-    return Space(TEMPLATE, params, lambda p: ConvSchedule(**p), _constraints(spec, device, level))
+    return Space(TEMPLATE, params, lambda p: ConvSchedule(**p), _constraints(spec, device, level),
+                 default=schedule_values(default_schedule(spec, device)))
 
 
 def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_mode: str | None = None,
@@ -206,6 +207,10 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     n_blocks = next((b for b in BLOCK_SPLITS if m_blocks * b * conv.batch >= 4 * cores), BLOCK_SPLITS[-1])
     n_blocks = min(n_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(n / nr)))
     m_blocks = min(m_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(m / mr)))
+    # With M past 32 blocks of MC rows, the block of A outgrows half the L2 at this KC: shorten KC instead.
+    mc_used = mr * ceil(ceil(m / mr) / m_blocks)
+    if 4 * mc_used * min(kc, k) > l2 // 2:
+        kc = max((c for c in _level2_kc(k) if 4 * mc_used * c <= l2 // 2), default=min(_level2_kc(k)))
     if pack_mode is None and spec.layout == "NHWC":
         pack_mode = "channels"
     elif pack_mode is None:

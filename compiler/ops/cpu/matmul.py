@@ -42,7 +42,7 @@ from compiler.ops.cpu.gemm import (
 )
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.program import Launch, Program, Workspace
-from compiler.space import Constraint, EmptySpaceError, Param, Space
+from compiler.space import Constraint, EmptySpaceError, Param, Space, schedule_values
 
 TEMPLATE = "cpu_matmul"
 #: Caches assumed where sysfs lists none (a typical desktop core).
@@ -126,10 +126,14 @@ def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[CpuMatmu
     levels = _levels(device.f32_lanes)
     if level not in levels:
         raise ValueError(f"no {TEMPLATE} space at level {level}; levels: {sorted(levels)}")
+    default = schedule_values(default_schedule(spec, device))
     choices = levels[level]
+    if level == 2:  # the tuning space holds its default (blocks sized to the shape fall between the choices)
+        choices = {name: values if default[name] in values else tuple(sorted((*values, default[name])))
+                   for name, values in choices.items()}
     params = tuple(Param(name, values) for name, values in choices.items())
     return Space(TEMPLATE, params, lambda values: CpuMatmulSchedule(**values),
-                 constraints(spec, device, level, choices))
+                 constraints(spec, device, level, choices), default=default)
 
 
 def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
@@ -138,11 +142,16 @@ def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
     among the cores (the OpenMP grid is split into equal runs of blocks), and B packed inside the
     compute launch when M fits one block."""
     _check_spec(spec)
-    nr = 2 * device.f32_lanes
+    nr = 2 * device.f32_lanes if spec.n > device.f32_lanes else device.f32_lanes  # no all-padding vector
     mr = 8 if vector_registers(device) >= 32 else 6
     cores = max(1, device.peak_cores)
+    # KC 512, or the smallest tuning choice that covers a shorter K (a longer panel would be padding).
+    kc = min(512, _smallest_covering(_levels(device.f32_lanes)[2]["kc"], spec.k, 1))
+    l2 = device.l2.size_bytes if device.l2 is not None else _L2_BYTES
+    # MC x KC of A within half the L2, as the space requires.
+    top = max(mr, min(384, (l2 // 2) // (4 * kc)) // mr * mr)
     best: tuple[float, float, int, int] | None = None
-    for mc in range(mr * max(1, 96 // mr), 385, mr):
+    for mc in range(min(top, mr * max(1, 96 // mr)), top + 1, mr):
         for nc in range(nr * max(1, 128 // nr), 513, nr):
             mc_used, nc_used = min(mc, ceil(spec.m / mr) * mr), min(nc, ceil(spec.n / nr) * nr)
             spread = imbalance(spec, mc_used, nc_used, cores)
@@ -155,7 +164,7 @@ def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
     # One block row (small M, BERT's 128): each B slice is packed once, in the block that uses it.
     # Several: a packing launch of its own, so no slice is packed again by every block row.
     inside = ceil(spec.m / best[2]) == 1
-    return CpuMatmulSchedule(mr=mr, nr=nr, mc=best[2], kc=512, nc=best[3], pack_b_inside=inside)
+    return CpuMatmulSchedule(mr=mr, nr=nr, mc=best[2], kc=kc, nc=best[3], pack_b_inside=inside)
 
 
 def imbalance(spec: MatmulSpec, mc: int, nc: int, cores: int) -> float:

@@ -32,7 +32,7 @@ from compiler.ops.cpu.lanes import fold, lane_array, sweep
 from compiler.ops.cpu.vmath import vmax
 from compiler.ops.reduce import ReduceSpec
 from compiler.program import Launch, Program, Workspace
-from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space, schedule_values
 
 #: Outputs one block of the final pass combines.
 FINAL_CHUNK = 256
@@ -82,7 +82,8 @@ def space(spec: ReduceSpec, device: CpuDevice, level: int) -> Space[CpuReduceSch
                    lambda s: s.parts == 1 or s.parts * s.lanes <= spec.extent),
     )
     params = tuple(Param(name, values) for name, values in choices.items())
-    return Space("cpu_reduce", params, lambda p: CpuReduceSchedule(**p), constraints)
+    return Space("cpu_reduce", params, lambda p: CpuReduceSchedule(**p), constraints,
+                 default=schedule_values(default_schedule(spec, device)))
 
 
 def default_schedule(spec: ReduceSpec, device: CpuDevice) -> CpuReduceSchedule:

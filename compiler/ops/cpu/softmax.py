@@ -28,7 +28,7 @@ from compiler.ops.cpu.lanes import Element, fold, lane_array, sweep
 from compiler.ops.cpu.vmath import exp_f32, vmax
 from compiler.ops.softmax import SoftmaxSpec
 from compiler.program import Program
-from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, EmptySpaceError, Param, ScheduleDoesNotFitError, Space, schedule_values
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ def space(spec: SoftmaxSpec, device: CpuDevice, level: int) -> Space[CpuSoftmaxS
         Constraint("rows_per_block <= rows", lambda s: s.rows_per_block == 1 or s.rows_per_block <= spec.rows),
     )
     params = tuple(Param(name, values) for name, values in choices.items())
-    return Space("cpu_softmax", params, lambda p: CpuSoftmaxSchedule(**p), constraints)
+    return Space("cpu_softmax", params, lambda p: CpuSoftmaxSchedule(**p), constraints,
+                 default=schedule_values(default_schedule(device)))
 
 
 def default_schedule(device: CpuDevice) -> CpuSoftmaxSchedule:

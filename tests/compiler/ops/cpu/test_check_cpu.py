@@ -31,3 +31,25 @@ def test_16_bit_inputs_are_refused_on_the_cpu(op: str, capsys: pytest.CaptureFix
     err = capsys.readouterr().err.strip()
     assert err == (f"warpmap check: error: no {op} template for dtype 'float16' on target 'cpu'; "
                    "that target has dtypes float32")
+
+
+#: The extents each test spec grows by (conv2d's image, not its batch: see the README on large batches).
+SCALED = {"matmul": ("m", "n", "k"), "conv2d": ("c", "h", "w"), "softmax": ("rows", "cols"), "reduce": ()}
+
+
+@pytest.mark.parametrize("op", sorted(SPECS))
+@pytest.mark.parametrize("scale", [1, 3, 40])
+def test_the_tuning_space_holds_its_default_schedule(op: str, scale: int) -> None:
+    """A search tries the template's default first: it must be a valid point of the level-2 space, at
+    small, odd and large shapes."""
+    import json
+
+    from compiler.backends import get_target
+    from compiler.ops import get_operator, parse_spec
+
+    data = json.loads(SPECS[op])
+    for name in SCALED[op]:
+        data[name] = data[name] * scale
+    spec = parse_spec(data)
+    space = get_operator(op).space(spec, get_target("cpu").device(), 2)
+    assert space.default is not None and space.values_violation(space.default) is None

@@ -1,0 +1,101 @@
+"""Tuning on the cpu target end to end: strategy, builds in a pool, checks and timings in the measuring
+process, the best re-timed; the result is a correct kernel, and failures are trial values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from compiler.backends import get_target
+from compiler.backends.timing import Protocol
+from compiler.ops import get_operator, parse_spec
+from search.isolation import Crashed, Raised, TimedOut
+from search.strategies import Budget
+from search.trial import TrialStatus
+from search.tune import RETIME_BEST, _Run, tune
+
+#: Short timings: the tests check the protocol's plumbing, not speed.
+QUICK = Protocol(warmup_ms=1, min_repetitions=3, target_ms=2)
+
+
+@pytest.fixture(autouse=True)
+def _cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
+    reason = get_target("cpu").unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _run_artifact(result, spec) -> np.ndarray:  # type: ignore[no-untyped-def]
+    operator = get_operator(spec.op)
+    inputs = operator.inputs(spec, np.random.default_rng(7))
+    out = operator.outputs(spec)[0]
+    y = np.full(out.shape, np.nan, np.float32)
+    target = get_target("cpu")
+    target.run(target.load(result.artifact), {**inputs, out.name: y}, timeout_s=60)
+    expected = operator.reference(spec, inputs)[out.name]
+    return np.linalg.norm(y - expected) / np.linalg.norm(expected)
+
+
+def test_tune_returns_a_correct_kernel_and_every_trial() -> None:
+    spec = parse_spec({"op": "matmul", "m": 37, "n": 29, "k": 53, "layout_a": "col"})
+    seen = []
+    result = tune(spec, get_target("cpu"), budget=Budget(trials=4), protocol=QUICK, on_progress=seen.append)
+    assert len(result.trials) == 4 and [p.done for p in seen] == [1, 2, 3, 4]
+    assert all(t.status is TrialStatus.OK and t.samples is not None for t in result.trials)
+    assert result.trials[0].values == get_operator("matmul").space(spec, get_target("cpu").device(), 2).default_values()
+    assert 1 <= len(result.retimed) <= RETIME_BEST or len({t.artifact_key for t in result.trials}) == 1
+    assert result.latency_ms > 0 and result.gflops == pytest.approx(2 * 37 * 29 * 53 / (result.latency_ms * 1e6))
+    assert _run_artifact(result, spec) < 1e-5
+    assert result.values in [t.values for t in result.trials]
+
+
+def test_a_study_resumes_without_measuring_its_points_again(tmp_path: Path) -> None:
+    spec = parse_spec({"op": "softmax", "rows": 7, "cols": 33})
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'study.db'}")
+    first = tune(spec, get_target("cpu"), budget=Budget(trials=3), protocol=QUICK, storage=storage, study_key="s")
+    second = tune(spec, get_target("cpu"), budget=Budget(trials=5), protocol=QUICK, storage=storage, study_key="s")
+    assert len(first.trials) == 3 and len(second.trials) == 2
+    assert not {tuple(t.values.items()) for t in first.trials} & {tuple(t.values.items()) for t in second.trials}
+    assert _run_artifact(second, spec) < 1e-5
+
+
+class _Child:
+    """A measuring process stand-in that answers every call with one outcome."""
+
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    def call(self, *_: object, timeout_s: float) -> object:
+        return self.outcome
+
+
+@pytest.mark.parametrize(("outcome", "status", "phrase"), [
+    (Crashed(-11, "the measuring process killed by SIGSEGV"), TrialStatus.LAUNCH_ERROR, "SIGSEGV"),
+    (TimedOut(3.0, "no result within 3 s"), TrialStatus.TIMEOUT, "within 3 s"),
+    (Raised("OSError", "cannot load", ""), TrialStatus.LAUNCH_ERROR, "OSError: cannot load"),
+])
+def test_a_candidate_that_takes_its_process_down_fails_its_trial(outcome: object, status: TrialStatus,
+                                                                 phrase: str) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    spec = parse_spec({"op": "reduce", "shape": [5, 9], "axis": 1, "kind": "sum"})
+    target = get_target("cpu")
+    values = get_operator("reduce").space(spec, target.device(), 2).default_values()
+    assert values is not None
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        run = _Run(target, spec.model_dump(mode="json"), 2, QUICK, 0, 60.0, pool, _Child(outcome))  # type: ignore[arg-type]
+        result, trial = run.objective(values)
+    assert result.status is status and trial.status is status and phrase in trial.message
+
+
+def test_values_outside_the_space_are_pruned_before_compiling() -> None:
+    from search.measure import BuildRequest, build_candidate
+
+    spec = {"op": "softmax", "rows": 4, "cols": 8}
+    built = build_candidate(BuildRequest(get_target("cpu"), spec, 2, {"lanes": 3, "unroll": 1, "rows_per_block": 1}))
+    assert built.status is TrialStatus.INVALID and built.artifact is None and "not a schedule" in built.message

@@ -1,0 +1,64 @@
+"""``warpmap tune`` on the cpu: a result table or JSON, the best kernel stored, a repeat answered from the
+cache unless ``--force``, bad input in one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler.backends import get_target
+from service.cli import main
+
+SPEC = '{"op": "matmul", "m": 19, "n": 23, "k": 31, "batch": 2}'
+
+
+@pytest.fixture
+def database(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
+    reason = get_target("cpu").unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return f"sqlite:///{tmp_path / 'warpmap.db'}"
+
+
+def _tune(capsys: pytest.CaptureFixture[str], database: str, *extra: str) -> dict[str, object]:
+    assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "3", "--json", "--database-url", database,
+                 *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    first = _tune(capsys, database)
+    assert first["cache"] == "miss" and first["target"] == "cpu" and first["trials"] == 3
+    assert first["latency_ms"] > 0 and first["gflops"] > 0 and "extern \"C\"" in first["kernel"]["source"]
+    second = _tune(capsys, database)
+    assert second["cache"] == "hit" and second["schedule"] == first["schedule"]
+    assert second["latency_ms"] == pytest.approx(first["latency_ms"])
+    forced = _tune(capsys, database, "--force")
+    assert forced["cache"] == "miss" and forced["trials"] == 3
+    assert main(["cache", "ls", "--database-url", database]) == 0
+    listing = capsys.readouterr().out
+    assert "matmul:" in listing and "1 kernel(s)" in listing
+
+
+def test_tune_prints_a_table_and_progress(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "2", "--database-url", database]) == 0
+    captured = capsys.readouterr()
+    assert "GFLOP/s" in captured.out and "schedule" in captured.out and "cpu: miss" in captured.out
+    assert "trial 2/2" in captured.err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--spec", '{"op": "matmul", "m": 0, "n": 1, "k": 1}'], "invalid spec: m:"),
+    (["--spec", SPEC, "--trials", "0"], "--trials must be at least 1"),
+    (["--spec", SPEC, "--seconds", "-1"], "--seconds must be a number above 0"),
+    (["--spec", '{"op": "matmul", "m": 4, "n": 4, "k": 4, "dtype": "float16"}', "--target", "cpu"],
+     "no matmul template for dtype 'float16' on target 'cpu'"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                                          database: str) -> None:
+    assert main(["tune", *argv, "--database-url", database]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 2 and message in err[-1], err
