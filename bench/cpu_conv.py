@@ -161,14 +161,14 @@ def _gflops(flops: int, samples_ns: list[int]) -> tuple[float, float, float]:
     return percentile(rates, 50), percentile(rates, 20), percentile(rates, 80)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep", type=int, default=8, help="random level-2 schedules added per layer")
     parser.add_argument("--layout", choices=("NCHW", "NHWC", "both"), default="both")
     parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
                         help="indices into the layer list")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
     layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)

@@ -159,12 +159,12 @@ def _row(work: Workload, who: str, samples: list[int], numpy_ms: float, note: st
             f"{gbs:.1f}", f"{numpy_ms / median:.2f}x", note]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sample", type=int, default=16, help="level-2 schedules tried per workload")
     parser.add_argument("--only", default="", help="run the workloads whose name contains this")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig(cache_dir=Path(tempfile.mkdtemp(prefix="wm-cpu-rowwise-")))
     single = cpu.CpuConfig(cache_dir=config.cache_dir, workers=1)

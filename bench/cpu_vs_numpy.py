@@ -26,7 +26,12 @@ contender's repetitions its threads stay as warm as that library leaves them. OM
 to the environment: with PASSIVE our second thread woke too late to help at 512^3 on a loaded machine
 (207 GFLOP/s, one core's worth, against 346 with libgomp's default, December 2026).
 
-Usage: ``python bench/cpu_vs_numpy.py [--only matmul] [--rounds 5] [--sweep 12] [--shapes 1024,bert]``
+- ``conv2d``: ``bench/cpu_conv.py`` (ResNet-50 layers against torch and numpy im2col + matmul);
+- ``rowwise``: ``bench/cpu_rowwise.py`` (softmax 4096x1000 and reductions against numpy and torch).
+  Both run in this process after the matmul section, with ``--rounds``; each prints its own table and
+  protocol (their options: run the scripts themselves).
+
+Usage: ``python bench/cpu_vs_numpy.py [--only matmul,conv2d,rowwise] [--rounds 5] [--sweep 12] [--shapes 1024,bert]``
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ os.environ.pop("OPENBLAS_L2_SIZE", None)
 
 import argparse
 import datetime
+import importlib
 import random
 import sys
 import tempfile
@@ -270,6 +276,8 @@ def _tile_text(tile: GemmTile) -> str:
 
 
 SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul}
+#: Sections that are scripts of their own beside this one (section -> module in bench/).
+SCRIPTS = {"conv2d": "cpu_conv", "rowwise": "cpu_rowwise"}
 HEADERS = {"matmul": ["shape m x n x k", "who", "GFLOP/s median [p20, p80]", "vs numpy", "of meas.", "of est.",
                        "schedule"]}
 
@@ -282,7 +290,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections, comma-separated: {', '.join(SECTIONS)}")
+    parser.add_argument("--only", default=",".join([*SECTIONS, *SCRIPTS]),
+                        help=f"sections, comma-separated: {', '.join([*SECTIONS, *SCRIPTS])}")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"matmul shapes: {', '.join(SHAPES)}")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sweep", type=int, default=8, help="level-2 tiles sampled besides the neighbours")
@@ -295,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
     shapes = [s for s in args.shapes.split(",") if s]
+    scripts = [s for s in sections if s in SCRIPTS]
+    sections = [s for s in sections if s not in SCRIPTS]
     unknown = [s for s in sections if s not in SECTIONS] + [s for s in shapes if s not in SHAPES]
     if args.clock == "thread" and args.threads != 1:
         print("cpu_vs_numpy: --clock thread needs --threads 1", file=sys.stderr)
@@ -336,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n## {section}\n")
             print(_table(HEADERS[section], rows))
         print(f"\n# load at the end {os.getloadavg()[0]:.2f}")
+    for name in scripts:
+        print(f"\n## {name} ({SCRIPTS[name]}.py)\n", flush=True)
+        importlib.import_module(SCRIPTS[name]).main(["--rounds", str(args.rounds)])
     return 0
 
 

@@ -49,8 +49,10 @@ def test_a_dtype_without_a_template_is_named() -> None:
 
 def test_the_device_decides_the_template_target() -> None:
     cpu = detect_cpu()
-    with pytest.raises(ValueError, match="no matmul template for dtype 'float32' on target 'cpu'"):
-        OPERATOR.space(SPEC, cpu, 1)
+    assert OPERATOR.space(SPEC, cpu, 1).template == "cpu_matmul"
+    assert OPERATOR.space(SPEC, DEVICES["h200"], 1).template != "cpu_matmul"
+    with pytest.raises(ValueError, match="no matmul template for dtype 'float16' on target 'cpu'"):
+        OPERATOR.space(SPEC.model_copy(update={"dtype": "float16"}), cpu, 1)
     with pytest.raises(ValueError, match="on target 'cpu'; that target has dtypes float32"):
         dataclasses.replace(OPERATOR, templates={("cpu", "float32"): matmul_simt}).build(
             SPEC.model_copy(update={"dtype": "float16"}), None, "cpu")
