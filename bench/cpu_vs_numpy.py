@@ -86,6 +86,22 @@ class Context:
     estimate: float
     #: The clock samples are taken with: wall (monotonic) or this thread's CPU time (one thread only).
     clock: Callable[[], int] = time.perf_counter_ns
+    #: Trials of ``warpmap tune``'s search per shape (0: no "tune" row).
+    tune_trials: int = 0
+
+
+def _tuned_program(spec: MatmulSpec, trials: int) -> tuple[Program, str, float]:
+    """What ``warpmap tune`` returns for ``spec`` on the cpu (its default strategy, ``trials`` candidates,
+    level 2): the program, its schedule in brief and the seconds the tuning took."""
+    from compiler.backends import get_target
+    from search.strategies import Budget
+    from search.tune import tune
+
+    start = time.perf_counter()
+    result = tune(spec, get_target("cpu"), budget=Budget(trials=trials))
+    return result.artifact.program, _tile_text(GemmTile(**{k: v for k, v in result.values.items()
+                                                           if k in GemmTile.__dataclass_fields__})) + (
+        " B-in-block" if result.values.get("pack_b_inside") else ""), time.perf_counter() - start
 
 
 def _try_torch():  # type: ignore[no-untyped-def]
@@ -218,7 +234,11 @@ def _sweep(spec: MatmulSpec, ctx: Context, a: np.ndarray, b: np.ndarray) -> tupl
 
 
 def _matmul_call(spec: MatmulSpec, tile: GemmTile, ctx: Context, a: np.ndarray, b: np.ndarray) -> Call:
-    program = matmul.build(spec, tile)
+    return _program_checked(spec, matmul.build(spec, tile), ctx, a, b)
+
+
+def _program_checked(spec: MatmulSpec, program: Program, ctx: Context, a: np.ndarray, b: np.ndarray) -> Call:
+    """The call of ``program`` on ``a`` and ``b``, run once and checked against numpy first."""
     buffers = {"a": a, "b": b, "c": np.empty(spec.c_shape, np.float32)}
     buffers |= {w.name: np.empty(w.shape, np.float32) for w in program.workspaces}
     call = program_call(program, buffers, ctx.config)
@@ -226,7 +246,7 @@ def _matmul_call(spec: MatmulSpec, tile: GemmTile, ctx: Context, a: np.ndarray, 
     expected = a.reshape(spec.m, spec.k).astype(np.float64) @ b.reshape(spec.k, spec.n)
     error = np.linalg.norm(buffers["c"].reshape(spec.m, spec.n) - expected) / np.linalg.norm(expected)
     if not error < 1e-5:
-        raise RuntimeError(f"{tile}: relative error {error:.3g} at {spec}")
+        raise RuntimeError(f"{program.name}: relative error {error:.3g} at {spec}")
     return call
 
 
@@ -246,19 +266,26 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
             "tuned": _matmul_call(spec, tuned, ctx, a, b),
             "default": _matmul_call(spec, default, ctx, a, b),
         }
+        tune_note = ""
+        if ctx.tune_trials:
+            program, tune_note, tune_s = _tuned_program(spec, ctx.tune_trials)
+            calls["tune"] = _program_checked(spec, program, ctx, a, b)
+            tune_note += f" ({ctx.tune_trials} trials, {tune_s:.0f} s)"
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
             calls["torch"] = lambda ta=ta, tb=tb: torch.matmul(ta, tb)
         samples = _timed(calls, ctx.rounds, ctx.protocol, ctx.clock)
         flops = 2 * m * n * k
         numpy_median = _rates(flops, samples["numpy"])[0]
-        for who in ("numpy", "torch", "tuned", "default"):
+        for who in ("numpy", "torch", "tune", "tuned", "default"):
+            if who == "tune" and "tune" not in calls:
+                continue
             if who not in samples:
                 rows.append([f"{m}x{n}x{k}", who, "n/a", "", "", "", ""])
                 continue
             median, p20, p80 = _rates(flops, samples[who])
             tile = tuned if who == "tuned" else default if who == "default" else None
-            note = "" if tile is None else _tile_text(tile)
+            note = tune_note if who == "tune" else "" if tile is None else _tile_text(tile)
             if who == "tuned":
                 note += f" (sweep {spent:.0f} s)"
             rows.append([f"{m}x{n}x{k}", who, f"{median:.1f} [{p20:.0f}, {p80:.0f}]",
@@ -296,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sweep", type=int, default=8, help="level-2 tiles sampled besides the neighbours")
     parser.add_argument("--target-ms", type=float, default=60.0)
+    parser.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                        help="also time what `warpmap tune` returns after TRIALS candidates (row 'tune')")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for every contender (default: all cores of this process)")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
@@ -329,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                       time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns)
         peak = measured_peak(ctx)
         clock = time.thread_time_ns if args.clock == "thread" else time.perf_counter_ns
-        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate, clock)
+        ctx = Context(device, config, args.rounds, args.sweep, protocol, peak, estimate, clock, args.tune)
         torch = _try_torch()
         print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}, "
               f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; "

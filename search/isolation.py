@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -81,8 +82,13 @@ class TimedOut:
 Outcome = Returned[Any] | Raised | Crashed | TimedOut
 
 
-def _serve(conn: Connection) -> None:
-    """The child's loop: run each (function, arguments) it receives and send back how it ended."""
+def _serve(conn: Connection, environment: dict[str, str]) -> None:
+    """The child's loop: run each (function, arguments) it receives and send back how it ended.
+
+    ``environment`` is set before anything else is imported here (the first request's unpickling loads
+    the modules it needs), so libraries that read their settings at load time see it.
+    """
+    os.environ.update(environment)
     while True:
         try:
             request = conn.recv()
@@ -104,13 +110,17 @@ def _serve(conn: Connection) -> None:
 class IsolatedProcess:
     """A replaceable child process that runs one call at a time (see the module docstring).
 
+    ``environment`` is added to the child's environment before it imports anything.
+
     Not thread-safe: one caller drives one child, as one device is measured by one process.
     ``restarts`` counts the children replaced after a crash or a time-out.
     """
 
-    def __init__(self, *, name: str = "warpmap-measure", start_method: str = "spawn") -> None:
+    def __init__(self, *, name: str = "warpmap-measure", start_method: str = "spawn",
+                 environment: Mapping[str, str] | None = None) -> None:
         self._context = multiprocessing.get_context(start_method)
         self._name = name
+        self._environment = dict(environment or {})
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
         self.restarts = 0
@@ -166,7 +176,8 @@ class IsolatedProcess:
         if self._process is None or self._conn is None or not self._process.is_alive():
             self._discard()
             parent, child = self._context.Pipe(duplex=True)
-            process = self._context.Process(target=_serve, args=(child,), name=self._name, daemon=True)
+            process = self._context.Process(target=_serve, args=(child, self._environment), name=self._name,
+                                            daemon=True)
             process.start()
             child.close()
             self._process, self._conn = process, parent
