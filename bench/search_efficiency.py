@@ -1,0 +1,120 @@
+"""How fast each strategy finds the best schedule of real cpu spaces: the exhaustive best against each.
+
+For each workload, every valid point of its level-2 cpu space is measured once through the tuner itself
+(``search.tune.tune`` with the ``exhaustive`` strategy: built in the pool, checked against numpy, timed in
+the measuring process). Those measurements then serve as the objective for each strategy, replayed from
+the same table with ``--seeds`` seeds: a strategy is charged the trials it spends, and the seconds those
+trials took when they were measured, until the best it has found is within ``--within`` (3%) of the
+exhaustive best. Replaying one measured table keeps the comparison fair (every strategy sees the same
+numbers) at the price of not re-measuring: the table's own noise is not in the figures.
+
+Usage: ``python bench/search_efficiency.py [--strategies default,tpe,random] [--seeds 5] [--within 0.03]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import optuna
+
+from compiler.backends import get_target
+from compiler.ops import get_operator, parse_spec
+from search.strategies import Budget, Outcome, search
+from search.trial import TrialStatus
+from search.tune import Trial, tune
+
+WORKLOADS = {
+    "softmax 4096x1000": {"op": "softmax", "rows": 4096, "cols": 1000},
+    "sum 4096x1000 axis 1": {"op": "reduce", "shape": [4096, 1000], "axis": 1, "kind": "sum"},
+    "max 4096x1000 axis 0": {"op": "reduce", "shape": [4096, 1000], "axis": 0, "kind": "max"},
+}
+
+
+def _key(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(values.items()))
+
+
+def measure_all(spec: Any) -> tuple[dict[tuple[tuple[str, Any], ...], tuple[float | None, float]], int]:
+    """Every valid point's median (ms, None when it failed) and the seconds its trial took."""
+    target = get_target("cpu")
+    space = get_operator(spec.op).space(spec, target.device(), 2)
+    count = len(space.candidates())
+    table: dict[tuple[tuple[str, Any], ...], tuple[float | None, float]] = {}
+    last = [time.perf_counter()]
+
+    def sink(trial: Trial) -> None:
+        now = time.perf_counter()
+        table[_key(dict(trial.values))] = (trial.latency_ms, now - last[0])
+        last[0] = now
+
+    tune(spec, target, strategy="exhaustive", budget=Budget(trials=count), sink=sink)
+    return table, count
+
+
+class _Reached(Exception):  # noqa: N818 (a signal, not an error)
+    """The strategy came within the goal: the replay stops there."""
+
+
+def replay(spec: Any, table: dict[tuple[tuple[str, Any], ...], tuple[float | None, float]], strategy: str,
+           seed: int, goal: float) -> tuple[int, float]:
+    """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms."""
+    space = get_operator(spec.op).space(spec, get_target("cpu").device(), 2)
+    spent = {"trials": 0, "seconds": 0.0, "best": float("inf"), "done": None}
+
+    def objective(values: dict[str, Any]) -> Outcome:
+        value, seconds = table[_key(values)]
+        spent["trials"] += 1
+        spent["seconds"] += seconds
+        if value is not None:
+            spent["best"] = min(spent["best"], value)
+        if spent["best"] <= goal:
+            spent["done"] = (spent["trials"], spent["seconds"])
+            raise _Reached
+        return Outcome.ok(value) if value is not None else Outcome.failed(TrialStatus.LAUNCH_ERROR)
+
+    with contextlib.suppress(_Reached):  # the goal reached: the replay ends there
+        search(space, objective, strategy, Budget(trials=len(table)), seed=seed)
+    done = spent["done"]
+    return done if done is not None else (len(table), spent["seconds"])  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategies", default="default,tpe,random")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--within", type=float, default=0.03)
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    reason = get_target("cpu").unavailable_reason()
+    if reason is not None:
+        print(f"search_efficiency: {reason}", file=sys.stderr)
+        return 2
+    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
+          f"within {args.within:.0%} of the exhaustive best, median of {args.seeds} seeds [min, max]")
+    print("| workload | valid points | exhaustive best ms (s to measure all) | strategy | trials | of the space "
+          "| measured s |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+    for name, data in WORKLOADS.items():
+        spec = parse_spec(data)
+        table, count = measure_all(spec)
+        best = min(v for v, _ in table.values() if v is not None)
+        total = sum(s for _, s in table.values())
+        for strategy in args.strategies.split(","):
+            runs = [replay(spec, table, strategy, seed, best * (1 + args.within)) for seed in range(args.seeds)]
+            trials = [t for t, _ in runs]
+            seconds = [s for _, s in runs]
+            print(f"| {name} | {count} | {best:.4g} ({total:.0f} s) | {strategy} | {statistics.median(trials):g} "
+                  f"[{min(trials)}, {max(trials)}] | {statistics.median(trials) / count:.0%} | "
+                  f"{statistics.median(seconds):.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
