@@ -41,7 +41,7 @@ from search.trial import TrialStatus
 
 #: The measuring process's environment: numpy's BLAS on one thread. Its idle threads spin after every
 #: call (the reference, the comparison's norms) and took cores from the kernel being timed: a 128 x 768 x
-#: 768 matmul measured 755 us there against 398 us with this setting (December 2026).
+#: 768 matmul measured 755 us there against 398 us with this setting (a one-off script, December 2026).
 MEASURING_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
 RETIME_BEST = 3

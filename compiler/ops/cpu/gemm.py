@@ -103,65 +103,48 @@ def packed_b_shape(batch: int, k: int, n: int, tile: GemmTile) -> tuple[int, int
 def pack_a_kernel(name: str, *, batch: int, m: int, k: int, tile: GemmTile, layout: str) -> Kernel:
     """Lowered kernel ``(a, ap)``: A (``(batch, m, k)`` row-major or ``(batch, k, m)`` for ``col``)
     into the packed-A layout. One block per (MR-panel, batch); rows past M are zero."""
-    panels = ceil(m / tile.mr)
-    mr = tile.mr
-    with kernel(name, block=1, grid=(panels, batch)) as kb:
-        shape = (batch, m, k) if layout == "row" else (batch, k, m)
-        a = kb.tensor("a", f32, shape, const=True)
-        ap = kb.tensor("ap", f32, packed_a_shape(batch, m, k, tile))
-        p, b = blockIdx.x, blockIdx.y
-        rows = let("rows", min_(m - p * mr, mr))
-        if layout == "row":
-            # Rows outermost: each reads a contiguous run of A and writes with stride MR.
-            for r in range_(mr, name="r"):
-                with if_(r < rows):
-                    for kk in range_(k, name="kk", simd=True):
-                        ap[b, p, kk, r] = a[b, p * mr + r, kk]
-                with else_():
-                    for kk in range_(k, name="kk", simd=True):
-                        ap[b, p, kk, r] = 0.0
-        else:
-            # A whole panel copies contiguous runs; only the last one needs guards (and the
-            # simplifier drops this branch where M is a multiple of MR).
-            with if_(rows == mr):
-                for kk in range_(k, name="kk"):
-                    for r in range_(mr, name="r", simd=True):
-                        ap[b, p, kk, r] = a[b, kk, p * mr + r]
-            with else_():
-                for kk in range_(k, name="kk"):
-                    for r in range_(mr, name="r", simd=True):
-                        _guarded_copy(ap, (b, p, kk, r), r < rows, a, (b, kk, p * mr + r))
-    return lower(kb.kernel)
+    return _pack_kernel(name, ("a", "ap"), batch=batch, extent=m, k=k, width=tile.mr, runs_along_k=layout == "row")
 
 
 def pack_b_kernel(name: str, *, batch: int, k: int, n: int, tile: GemmTile, layout: str) -> Kernel:
     """Lowered kernel ``(b, bp)``: B (``(batch, k, n)`` row-major or ``(batch, n, k)`` for ``col``)
     into the packed-B layout. One block per (NR-panel, batch); columns past N are zero."""
-    panels = ceil(n / tile.nr)
-    nr = tile.nr
+    return _pack_kernel(name, ("b", "bp"), batch=batch, extent=n, k=k, width=tile.nr, runs_along_k=layout == "col")
+
+
+def _pack_kernel(name: str, params: tuple[str, str], *, batch: int, extent: int, k: int, width: int,
+                 runs_along_k: bool) -> Kernel:
+    """Both packers are one: the source's ``extent`` axis (A's rows, B's columns) is cut into panels of
+    ``width`` lanes, laid out ``[batch][panel][k][lane]``, lanes past ``extent`` zero. The source is
+    ``(batch, extent, k)`` when its runs lie along K (row-major A, column-major B), else
+    ``(batch, k, extent)``."""
+    panels = ceil(extent / width)
     with kernel(name, block=1, grid=(panels, batch)) as kb:
-        shape = (batch, k, n) if layout == "row" else (batch, n, k)
-        src = kb.tensor("b", f32, shape, const=True)
-        bp = kb.tensor("bp", f32, packed_b_shape(batch, k, n, tile))
-        q, b = blockIdx.x, blockIdx.y
-        cols = let("cols", min_(n - q * nr, nr))
-        if layout == "row":
-            with if_(cols == nr):
-                for kk in range_(k, name="kk"):
-                    for c in range_(nr, name="c", simd=True):
-                        bp[b, q, kk, c] = src[b, kk, q * nr + c]
-            with else_():
-                for kk in range_(k, name="kk"):
-                    for c in range_(nr, name="c", simd=True):
-                        _guarded_copy(bp, (b, q, kk, c), c < cols, src, (b, kk, q * nr + c))
-        else:
-            for c in range_(nr, name="c"):
-                with if_(c < cols):
+        shape = (batch, extent, k) if runs_along_k else (batch, k, extent)
+        src = kb.tensor(params[0], f32, shape, const=True)
+        dst = kb.tensor(params[1], f32, (batch, panels, k, width))
+        p, b = blockIdx.x, blockIdx.y
+        lanes = let("lanes", min_(extent - p * width, width))
+        if runs_along_k:
+            # Lanes outermost: each reads a contiguous run of the source and writes with stride ``width``.
+            for r in range_(width, name="r"):
+                with if_(r < lanes):
                     for kk in range_(k, name="kk", simd=True):
-                        bp[b, q, kk, c] = src[b, q * nr + c, kk]
+                        dst[b, p, kk, r] = src[b, p * width + r, kk]
                 with else_():
                     for kk in range_(k, name="kk", simd=True):
-                        bp[b, q, kk, c] = 0.0
+                        dst[b, p, kk, r] = 0.0
+        else:
+            # A whole panel copies contiguous runs; only the last one needs guards (and the simplifier
+            # drops this branch where the extent is a multiple of the width).
+            with if_(lanes == width):
+                for kk in range_(k, name="kk"):
+                    for r in range_(width, name="r", simd=True):
+                        dst[b, p, kk, r] = src[b, kk, p * width + r]
+            with else_():
+                for kk in range_(k, name="kk"):
+                    for r in range_(width, name="r", simd=True):
+                        _guarded_copy(dst, (b, p, kk, r), r < lanes, src, (b, kk, p * width + r))
     return lower(kb.kernel)
 
 
