@@ -89,6 +89,13 @@ def program_document(artifact: Artifact) -> dict[str, Any]:
     }
 
 
+def program_source(artifact: Artifact) -> str:
+    """The source a person reads: a one-launch program's own, else each launch's under a comment naming it."""
+    if len(artifact.launches) == 1:
+        return artifact.launches[0].source.source
+    return "\n".join(f"// launch {i}: {b.source.entry}\n{b.source.source}" for i, b in enumerate(artifact.launches))
+
+
 def program_result(
     artifact: Artifact,
     *,
@@ -101,10 +108,9 @@ def program_result(
     one with its whole program document too; the binaries archived either way."""
     first = artifact.launches[0].source
     several = len(artifact.launches) > 1
-    source = "\n".join(f"// launch {i}: {b.source.entry}\n{b.source.source}" for i, b in enumerate(artifact.launches))
     return KernelResult(
         schedule=schedule,
-        source=source if several else first.source,
+        source=program_source(artifact),
         entry=artifact.program.name if several else first.entry,
         grid=first.grid,
         block=first.block,

@@ -29,7 +29,7 @@ from db.migrate import current_revision, head_revision, upgrade
 from db.records import CacheHit, WorkloadSpec
 from db.repository import lookup_kernel, save_kernel
 from db.session import create_engine_for, session_scope
-from search.records import cache_identity, program_result
+from search.records import cache_identity, program_result, program_source
 from search.strategies import Budget, StudyMismatchError
 from search.tune import Progress as TuneProgress
 from search.tune import TuneError, TuneResult, tune
@@ -194,7 +194,6 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for trial in result.trials:
         counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
-    sources = [launch.source for launch in result.artifact.launches]
     return {
         "cache": "miss", "target": result.target, "schedule": dict(result.values),
         "latency_ms": result.latency_ms,
@@ -202,9 +201,7 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
         "gflops": result.gflops, "gbs": result.gbs, "peak_fraction": result.peak_fraction,
         "peak_gflops": result.peak_gflops,
         "trials": len(result.trials), "statuses": counts, "stopped": result.stopped,
-        "kernel": {"entry": result.artifact.program.name,
-                   "source": "\n".join(f"// launch {i}: {s.entry}\n{s.source}" for i, s in enumerate(sources))
-                   if len(sources) > 1 else sources[0].source},
+        "kernel": {"entry": result.artifact.program.name, "source": program_source(result.artifact)},
     }
 
 
