@@ -211,11 +211,14 @@ def tune(
     timeout_s: float = 120.0,
     on_progress: Callable[[Progress], None] | None = None,
     sink: Callable[[Trial], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> TuneResult:
     """Find the fastest correct schedule of ``spec`` on ``target`` (see the module docstring).
 
     ``storage`` is an Optuna storage (None: in memory) and ``study_key`` the study's name in it (one
-    per workload, target device, toolchain and space); ``sink`` receives every trial as it ends.
+    per workload, target device, toolchain and space); ``sink`` receives every trial as it ends;
+    ``should_stop`` is asked before each proposal (a cancelled job, a worker told to stop): the search
+    then ends after the trial in progress, and the best of what was measured is re-timed and returned.
     Raises :class:`TuneError` when no candidate was correct. Builds and measurements run in spawned
     processes, so a script calling this guards its entry point with ``if __name__ == "__main__":``.
     """
@@ -244,7 +247,8 @@ def tune(
                                          time.monotonic() - started))
 
             found: SearchResult = search(space, objective, strategy, budget, storage=storage,
-                                         study_key=study_key, seed=seed, on_trial=progressed)
+                                         study_key=study_key, seed=seed, on_trial=progressed,
+                                         should_stop=should_stop)
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
         finally:

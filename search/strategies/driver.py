@@ -86,8 +86,13 @@ def run_search(
     study_key: str | None = None,
     seed: int = 0,
     on_trial: Callable[[TrialRecord], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SearchResult:
-    """Search ``space`` for the point ``objective`` rates lowest, with ``strategy``, within ``budget``."""
+    """Search ``space`` for the point ``objective`` rates lowest, with ``strategy``, within ``budget``.
+
+    ``should_stop`` is asked before every proposal; when it says yes the search ends (``stopped`` is
+    ``"stopped"``) after the trial in progress, so a cancelled or terminated tuning loses no measurement.
+    """
     key = study_key or f"{space.template}:{space.fingerprint}"
     study = open_study(space, key, storage, strategy.sampler(space, seed))
     invalid_mode = getattr(strategy, "invalid_mode", "constraint")
@@ -107,6 +112,8 @@ def run_search(
     default = space.default_values()
     while True:
         stop = _stop_reason(budget, len(records), time.monotonic() - started, since_gain)
+        if not stop and should_stop is not None and should_stop():
+            stop = "stopped"
         if stop:
             break
         try:
