@@ -90,6 +90,10 @@ class Api:
         hit = self.db(lookup_kernel, workload=workload(spec), device=device, toolchain=TOOLCHAIN, record_hit=False)
         return int(hit.kernel.id)
 
+    def new_app(self, **overrides: Any) -> Any:
+        """Another app on the same database, for serving under a real server."""
+        return create_app(settings_for(self.url, **overrides), dispatcher=self.dispatcher)
+
     def register(self, name: str = "cpu-0", target: str = "cpu", device: DeviceInfo = CPU) -> None:
         self.db(register_worker, name=name, target=target, queue=f"{target.split(':')[0]}:{device.arch}",
                 device=device, toolchain=TOOLCHAIN, host="test-host", pid=4242)
