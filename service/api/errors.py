@@ -19,6 +19,7 @@ from service.api.schemas import ErrorBody
 log = logging.getLogger("warpmap.api")
 
 _DESCRIPTIONS = {
+    400: "the body is not JSON",
     401: "no API key, or an unknown or revoked one (the detail says which)",
     403: "the API key lacks the scope this endpoint needs",
     404: "no such tuning or kernel",
