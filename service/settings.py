@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     api_key_cache_s: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     #: How long the list of registered workers is reused when a request picks a device.
     api_worker_cache_s: float = Field(default=2.0, ge=0, allow_inf_nan=False)
+    #: How long a cache hit is answered from this process's memory before the database is asked again: a
+    #: faster kernel saved meanwhile is served within this time. 0 reads the database for every lookup.
+    api_hit_cache_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     #: A worker is alive when its last heartbeat is this recent.
     api_worker_alive_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     #: The targets ``/readyz`` requires a live worker for; empty: every target a registered worker serves.

@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
         settings=settings, url=url, engine=engine, reader=reader,
         dispatcher=dispatcher if dispatcher is not None else _default_dispatcher(settings),
         keys=TimedTable(settings.api_key_cache_s), workers=TimedTable(settings.api_worker_cache_s),
+        kernels=TimedTable(settings.api_hit_cache_s),
     )
     state.metrics = ApiMetrics(reader, lambda session: list_workers(
         session=session, alive_within_s=settings.api_worker_alive_s))

@@ -27,7 +27,7 @@ _RANK = {scope: rank for rank, scope in enumerate(SCOPES)}
 bearer = HTTPBearer(auto_error=False, description="an API key from `warpmap keys create`")
 
 
-def api_state(request: Request) -> ApiState:
+async def api_state(request: Request) -> ApiState:
     return request.app.state.api  # type: ignore[no-any-return]
 
 

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from db.api_keys import touch_api_keys
-from db.records import ApiKeyRecord, JobRecord
-from db.repository import add_kernel_hits
+from db.records import ApiKeyRecord, CacheHit, DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
+from db.repository import add_kernel_hits, lookup_kernel
 from db.session import session_scope
 from service.settings import Settings
 
@@ -103,6 +103,8 @@ class ApiState:
     uses: UseCounter = field(default_factory=UseCounter)
     keys: TimedTable = field(default_factory=lambda: TimedTable(0.0))
     workers: TimedTable = field(default_factory=lambda: TimedTable(0.0))
+    #: Recent cache hits by lookup key (see :meth:`cached_lookup`).
+    kernels: TimedTable = field(default_factory=lambda: TimedTable(0.0))
     #: Set by the app factory: the Prometheus metrics of this app (service.api.metrics.ApiMetrics).
     metrics: Any = None
 
@@ -117,6 +119,26 @@ class ApiState:
     async def call(self, function: Callable[..., T], /, *args: Any) -> T:
         """Any blocking call (the dispatcher's), in the thread pool."""
         return await run_in_threadpool(function, *args)
+
+    async def cached_lookup(
+        self, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo, nearest: bool = False
+    ) -> CacheHit | None:
+        """The cache's answer for the key, a hit counted (in memory) for the kernel it names.
+
+        A hit is remembered for ``api_hit_cache_s`` seconds, so the hottest kernels cost neither a query
+        nor a trip to the thread pool; a miss is never remembered (a kernel a worker just saved is seen
+        at once).
+        """
+        memo = f"{workload.key}|{device.key}|{toolchain.key}|{nearest}"
+        remembered, hit = self.kernels.get(memo)
+        if not remembered:
+            hit = await self.read(lookup_kernel, workload=workload, device=device, toolchain=toolchain,
+                                  nearest=nearest, record_hit=False)
+            if hit is not None:
+                self.kernels.put(memo, hit)
+        if hit is not None:
+            self.uses.hit(hit.kernel.id)
+        return hit  # type: ignore[no-any-return]
 
     def key_used(self, key: ApiKeyRecord, at: datetime) -> None:
         self.uses.key_used(key.id, at)

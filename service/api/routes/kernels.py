@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query
 
-from db import get_kernel, lookup_kernel
+from db import get_kernel
 from db.cache import KernelFilter, count_kernels, list_kernels
 from db.records import WorkloadSpec
 from service.api import convert, schemas
@@ -89,12 +89,10 @@ async def lookup(
     check_spec_bounds(body.operator, state.settings)
     target, worker = choose(await registered_workers(state), body.target)
     workload = WorkloadSpec(op=body.operator.op, spec=body.operator.model_dump(mode="json"))
-    hit = await state.read(lookup_kernel, workload=workload, device=worker.device, toolchain=worker.toolchain,
-                           nearest=body.nearest, record_hit=False)
+    hit = await state.cached_lookup(workload, worker.device, worker.toolchain, body.nearest)
     if hit is None:
         state.metrics.misses.labels("lookup").inc()
         raise HTTPException(404, f"no cached kernel for this {workload.op} on {worker.device.name} ({target})")
-    state.uses.hit(hit.kernel.id)
     state.metrics.hits.labels("lookup").inc()
     return convert.kernel(hit.kernel, hit.exact)
 

@@ -83,10 +83,8 @@ async def create_tuning(
     budget = bounded_budget(body.budget, key, settings)
     target, worker = choose(await registered_workers(state), body.target)
     workload = WorkloadSpec(op=body.operator.op, spec=body.operator.model_dump(mode="json"))
-    hit = await state.read(lookup_kernel, workload=workload, device=worker.device, toolchain=worker.toolchain,
-                           record_hit=False)
+    hit = await state.cached_lookup(workload, worker.device, worker.toolchain)
     if hit is not None:
-        state.uses.hit(hit.kernel.id)
         state.metrics.hits.labels("tunings").inc()
         return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
     state.metrics.misses.labels("tunings").inc()

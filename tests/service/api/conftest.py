@@ -102,7 +102,7 @@ class Api:
 def settings_for(url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": url, "migrate_on_start": False, "api_key_cache_s": 0.0, "api_worker_cache_s": 0.0,
-        "api_flush_s": 3600.0, "api_wait_poll_s": 0.02, **overrides,
+        "api_hit_cache_s": 0.0, "api_flush_s": 3600.0, "api_wait_poll_s": 0.02, **overrides,
     }
     return Settings(**values)
 

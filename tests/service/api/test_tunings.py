@@ -154,3 +154,17 @@ def test_the_default_target_is_a_gpu_when_one_is_registered(api: Any) -> None:
     gpu1 = api.client.post("/v1/tunings", json={"operator": {**api.matmul, "m": 5}, "target": "cuda:1"},
                            headers=api.headers()).json()["tuning"]
     assert gpu1["target"] == "cuda:1" and gpu1["queue"].startswith("cuda:")
+
+
+def test_a_hit_is_remembered_for_api_hit_cache_s_and_still_counted(make_api: Any) -> None:
+    api = make_api(api_hit_cache_s=60.0)
+    kernel_id = api.store(api.matmul, latency_us=12.5)
+    ask = {"operator": api.matmul, "target": "cpu"}
+    assert api.client.post("/v1/kernels/lookup", json=ask, headers=api.headers("read")).json()["latency_ms"] == 0.0125
+    api.store(api.matmul, latency_us=5.0)  # a worker saved a faster kernel meanwhile
+    remembered = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers()).json()
+    assert remembered["kernel"]["latency_ms"] == 0.0125
+    fresh = make_api(api_hit_cache_s=0.0)
+    assert fresh.client.post("/v1/kernels/lookup", json=ask, headers=api.headers("read")).json()["latency_ms"] == 0.005
+    api.client.portal.call(api.client.app.state.api.flush)
+    assert api.db(get_kernel, kernel_id=kernel_id).hits == 2
