@@ -6,7 +6,11 @@ stores a kernel and creates a read key; starts ``uvicorn --workers N`` on a free
 ``--clients`` asyncio clients (httpx, one connection each) send ``POST /v1/kernels/lookup`` for that
 kernel back to back for ``--seconds`` after a warm-up. Every answer must be a 200 with the kernel.
 The table gives requests per second, the median and p99 latency as the clients saw them, and errors.
-The load generator runs on the same machine, so its CPU time comes out of the server's.
+The load generator runs on the same machine, so its CPU time comes out of the server's; and on a
+shared machine the wall-clock figures move with everyone else's load. So the bench also counts CPU
+time per answered request, of the uvicorn processes, of the PostgreSQL server and of the clients
+(from /proc and getrusage, warm-up included); ``2-core est req/s`` is 2 CPU-seconds a second over
+their sum: what two otherwise idle cores could serve with this client, an estimate, not a measurement.
 
 Usage: ``python bench/service_load.py [--backend sqlite|postgresql|both] [--workers 1,2] [--clients 50]
 [--seconds 10] [--endpoint lookup|tunings|healthz] [--hit-cache 1,0] [--stack h11,uvloop]``.
@@ -22,6 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -50,6 +55,23 @@ TOOLCHAIN = ToolchainInfo(warpmap="bench", nvrtc="none", host_compiler="g++ benc
 STACKS = {"h11": ["--loop", "asyncio", "--http", "h11"], "uvloop": ["--loop", "uvloop", "--http", "httptools"]}
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, from /proc; 0 for one that is gone."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, IndexError, ValueError):
+        return total
+    return total + sum(tree_cpu_s(int(child)) for child in children)
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -57,8 +79,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def postgres(root: Path) -> Iterator[str]:
-    """A throwaway PostgreSQL server (initdb into ``root``); its URL. Run as the postgres account under root."""
+def postgres() -> Iterator[tuple[str, Path]]:
+    """A throwaway PostgreSQL server (initdb into a new folder, removed after); its URL.
+
+    Under root the server runs as the postgres account, so its folder is its own and directly in the
+    system's temporary folder (not under one only root can enter).
+    """
+    root = Path(tempfile.mkdtemp(prefix="warpmap-load-pg-"))
     bin_dir = next((Path(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)), None)
     initdb = shutil.which("initdb") or (str(bin_dir / "initdb") if bin_dir else None)
     if initdb is None:
@@ -74,9 +101,10 @@ def postgres(root: Path) -> Iterator[str]:
     subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start"],
                    check=True, capture_output=True)
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", data / "postmaster.pid"
     finally:
         subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def seed(url: str) -> str:
@@ -101,7 +129,7 @@ def seed(url: str) -> str:
 
 
 @contextlib.contextmanager
-def server(url: str, workers: int, folder: Path, hit_cache_s: float, stack: str) -> Iterator[str]:
+def server(url: str, workers: int, folder: Path, hit_cache_s: float, stack: str) -> Iterator[tuple[str, int]]:
     port = free_port()
     env = {**os.environ, "WARPMAP_DATABASE_URL": url, "WARPMAP_MIGRATE_ON_START": "false",
            "WARPMAP_API_WORKER_CACHE_S": "5", "WARPMAP_API_HIT_CACHE_S": str(hit_cache_s)}
@@ -121,7 +149,7 @@ def server(url: str, workers: int, folder: Path, hit_cache_s: float, stack: str)
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"uvicorn did not start: {(folder / f'uvicorn-{port}.log').read_text()}")
             time.sleep(0.1)
-        yield base
+        yield base, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -181,28 +209,35 @@ def main() -> None:
         folder = Path(scratch)
         for backend in backends:
             with contextlib.ExitStack() as stack:
+                postmaster: Path | None = None
                 if backend == "sqlite":
                     url = f"sqlite:///{folder / 'bench.db'}"
                 else:
-                    pg_root = folder / "pg"
-                    pg_root.mkdir()
-                    url = stack.enter_context(postgres(pg_root))
+                    url, postmaster = stack.enter_context(postgres())
+                db_pid = int(postmaster.read_text().split()[0]) if postmaster else None
                 token = seed(url)
-                for stack, hit_cache_s, workers in itertools.product(
+                for server_stack, hit_cache_s, workers in itertools.product(
                         args.stack.split(","), [float(h) for h in args.hit_cache.split(",")],
                         [int(w) for w in args.workers.split(",")]):
-                    with server(url, workers, folder, hit_cache_s, stack) as base:
+                    with server(url, workers, folder, hit_cache_s, server_stack) as (base, pid):
+                        before = (tree_cpu_s(pid), tree_cpu_s(db_pid) if db_pid else 0.0, own_cpu_s())
                         n, elapsed, latencies, errors = asyncio.run(
                             load(base, token, args.clients, args.seconds, args.warmup, args.endpoint))
-                    rows.append([backend, stack, f"{hit_cache_s:g}", workers, args.clients, n, round(n / elapsed),
+                        after = (tree_cpu_s(pid), tree_cpu_s(db_pid) if db_pid else 0.0, own_cpu_s())
+                    # The whole run's CPU (warm-up too) over every request it answered.
+                    answered = n * (args.seconds + args.warmup) / args.seconds
+                    cpu_ms = [round((a - b) / answered * 1e3, 2) for a, b in zip(after, before, strict=True)]
+                    rows.append([backend, server_stack, f"{hit_cache_s:g}", workers, args.clients, n,
+                                 round(n / elapsed),
                                  round(statistics.median(latencies) * 1e3, 1),
-                                 round(percentile(latencies, 0.99) * 1e3, 1), errors])
+                                 round(percentile(latencies, 0.99) * 1e3, 1), errors, *cpu_ms,
+                                 round(2000 / sum(cpu_ms))])
     load_average = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average {load_average}, "
           f"{args.endpoint} (cache hits), "
           f"{args.seconds:g} s after {args.warmup:g} s warm-up")
     header = ["database", "stack", "hit cache s", "uvicorn workers", "clients", "requests", "req/s", "p50 ms",
-              "p99 ms", "errors"]
+              "p99 ms", "errors", "server cpu ms/req", "db cpu ms/req", "client cpu ms/req", "2-core est req/s"]
     print(format_table(header, rows))
 
 

@@ -36,8 +36,9 @@ def check_spec_bounds(spec: Any, settings: Settings) -> None:
 def bounded_budget(budget: BudgetRequest, key: ApiKeyRecord | None, settings: Settings) -> dict[str, Any]:
     """The budget a job gets: the request's, checked against the service's and the key's limits; a request
     without ``seconds`` gets the limit."""
-    max_trials = min(settings.api_max_trials, getattr(key, "max_trials", None) or settings.api_max_trials)
-    max_seconds = min(settings.api_max_seconds, getattr(key, "max_seconds", None) or settings.api_max_seconds)
+    own_trials, own_seconds = (key.max_trials, key.max_seconds) if key is not None else (None, None)
+    max_trials = min(settings.api_max_trials, own_trials or settings.api_max_trials)
+    max_seconds = min(settings.api_max_seconds, own_seconds or settings.api_max_seconds)
     if budget.trials > max_trials:
         raise invalid(("body", "budget", "trials"), f"at most {max_trials} trials are allowed for this key, "
                                                    f"got {budget.trials}", "less_than_equal")

@@ -10,10 +10,11 @@ wait does; a job that succeeded is answered with its kernel (200, ``"cache": "mi
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
 
 from db import cancel_job, count_trials, get_job, list_trials, lookup_kernel, submit_job
 from db.models import ACTIVE_JOB_STATUSES
@@ -26,6 +27,7 @@ from service.api.state import ApiState
 from service.api.targets import choose, registered_workers
 
 router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
+log = logging.getLogger("warpmap.api")
 
 JobId = Annotated[int, Path(ge=1, le=schemas.MAX_ID, description="the tuning's id")]
 
@@ -95,10 +97,12 @@ async def create_tuning(
     if created:
         try:
             await state.call(state.dispatcher.enqueue, job)
-        except Exception:
+        except Exception as exc:
             # Nothing would ever run it: take it back out of the active set so the next request retries.
+            log.error("could not queue job %d", job.id, exc_info=exc)
             await state.write(cancel_job, job_id=job.id)
-            raise
+            raise HTTPException(503, "the job engine did not take the tuning; retry later",
+                                headers={"Retry-After": "5"}) from None
     if wait > 0:
         job = await _wait_for(state, request, job, wait)
     if job.status == "succeeded":

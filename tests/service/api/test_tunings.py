@@ -168,3 +168,15 @@ def test_a_hit_is_remembered_for_api_hit_cache_s_and_still_counted(make_api: Any
     assert fresh.client.post("/v1/kernels/lookup", json=ask, headers=api.headers("read")).json()["latency_ms"] == 0.005
     api.client.portal.call(api.client.app.state.api.flush)
     assert api.db(get_kernel, kernel_id=kernel_id).hits == 2
+
+
+def test_a_job_the_engine_refuses_is_503_and_not_left_active(api: Any) -> None:
+    def refuse(job: Any) -> None:
+        raise ConnectionError("queue down")
+
+    api.dispatcher.enqueue = refuse
+    refused = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers())
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+    del api.dispatcher.enqueue  # the engine is back: the next request makes a new job
+    again = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers())
+    assert again.status_code == 202 and again.json()["tuning"]["status"] == "queued"
