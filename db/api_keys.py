@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
+from db.columns import UTCDateTime
 from db.errors import NotFoundError
 from db.models import ApiKey, utcnow
 from db.records import ApiKeyRecord
@@ -35,11 +36,27 @@ def _record(row: ApiKey) -> ApiKeyRecord:
         created_at=row.created_at,
         last_used_at=row.last_used_at,
         revoked_at=row.revoked_at,
+        max_trials=row.max_trials,
+        max_seconds=row.max_seconds,
     )
 
 
-def create_api_key(*, session: Session, name: str, scopes: Iterable[str]) -> tuple[str, ApiKeyRecord]:
-    """A new key; returns ``(token, record)``. The token is shown once and never stored."""
+def create_api_key(
+    *,
+    session: Session,
+    name: str,
+    scopes: Iterable[str],
+    max_trials: int | None = None,
+    max_seconds: float | None = None,
+) -> tuple[str, ApiKeyRecord]:
+    """A new key; returns ``(token, record)``. The token is shown once and never stored.
+
+    ``max_trials`` / ``max_seconds`` cap the budgets of the key's tuning requests (None: the service's).
+    """
+    if max_trials is not None and max_trials < 1:
+        raise ValueError(f"max_trials must be at least 1, got {max_trials}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be above 0, got {max_seconds}")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiKey(
         name=name,
@@ -47,6 +64,8 @@ def create_api_key(*, session: Session, name: str, scopes: Iterable[str]) -> tup
         token_hash=hash_token(token),
         scopes=sorted(set(scopes)),
         created_at=utcnow(),
+        max_trials=max_trials,
+        max_seconds=max_seconds,
     )
     session.add(row)
     session.flush()
@@ -63,6 +82,27 @@ def authenticate_api_key(*, session: Session, token: str, now: datetime | None =
     row.last_used_at = now or utcnow()
     session.flush()
     return _record(row)
+
+
+def find_api_key(*, session: Session, token: str) -> ApiKeyRecord | None:
+    """The live key matching ``token``, or None; reads only (a server counts uses with :func:`touch_api_keys`)."""
+    row = session.execute(
+        select(ApiKey).where(ApiKey.token_hash == hash_token(token), ApiKey.revoked_at.is_(None))
+    ).scalar_one_or_none()
+    return None if row is None else _record(row)
+
+
+def touch_api_keys(*, session: Session, used: Mapping[int, datetime]) -> None:
+    """Record when each key (by id) was last used, in one batched statement; a later time never goes back."""
+    if not used:
+        return
+    statement = (
+        update(ApiKey)
+        .where(ApiKey.id == bindparam("key_id"))
+        .where((ApiKey.last_used_at.is_(None)) | (ApiKey.last_used_at < bindparam("used_at", type_=UTCDateTime())))
+        .values(last_used_at=bindparam("used_at", type_=UTCDateTime()))
+    )
+    session.connection().execute(statement, [{"key_id": k, "used_at": t} for k, t in sorted(used.items())])
 
 
 def list_api_keys(*, session: Session) -> list[ApiKeyRecord]:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import JSON, Select, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from db.models import Device, Kernel, Toolchain, Workload
@@ -50,6 +50,14 @@ class KernelFilter:
     arch: str | None = None
     toolchain: str | None = None  # exact toolchain key
     updated_before: datetime | None = None
+    dtype: str | None = None  # the spec's ``dtype`` field
+    #: Integer spec fields that must match, e.g. ``(("m", 512), ("n", 512))``.
+    dims: tuple[tuple[str, int], ...] = ()
+
+
+def _spec_field(name: str) -> Any:
+    # The column holds the versioned envelope {"schema": 1, "data": spec}: the field is under "data".
+    return type_coerce(Workload.spec, JSON)[("data", name)]
 
 
 @dataclass(frozen=True)
@@ -90,17 +98,29 @@ def _filtered(query: Select[Any], where: KernelFilter) -> Select[Any]:
         query = query.where(Toolchain.key == where.toolchain)
     if where.updated_before is not None:
         query = query.where(Kernel.updated_at < where.updated_before)
+    if where.dtype is not None:
+        query = query.where(_spec_field("dtype").as_string() == where.dtype)
+    for name, value in where.dims:
+        query = query.where(_spec_field(name).as_integer() == value)
     return query
 
 
 def list_kernels(
-    *, session: Session, where: KernelFilter = KernelFilter(), limit: int | None = None
+    *, session: Session, where: KernelFilter = KernelFilter(), limit: int | None = None, offset: int = 0
 ) -> list[CachedKernel]:
-    """Matching kernels, most recently updated first."""
+    """Matching kernels, most recently updated first (``offset`` of them skipped)."""
     query = _filtered(kernel_query(), where).order_by(Kernel.updated_at.desc(), Kernel.id.desc())
     if limit is not None:
         query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     return [to_cached_kernel(row) for row in session.execute(query)]
+
+
+def count_kernels(*, session: Session, where: KernelFilter = KernelFilter()) -> int:
+    """How many kernels :func:`list_kernels` would list without a limit."""
+    query = _filtered(kernel_query().with_only_columns(func.count(Kernel.id)), where)
+    return int(session.execute(query).scalar_one())
 
 
 def cache_stats(*, session: Session) -> CacheStats:

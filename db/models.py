@@ -234,3 +234,6 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: Budget limits of this key's tuning requests; None: the service's (``api_max_trials``, ``api_max_seconds``).
+    max_trials: Mapped[int | None] = mapped_column(Integer)
+    max_seconds: Mapped[float | None] = mapped_column(Float)

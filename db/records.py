@@ -217,3 +217,5 @@ class ApiKeyRecord:
     created_at: datetime | None = None
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    max_trials: int | None = None
+    max_seconds: float | None = None

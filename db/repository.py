@@ -7,15 +7,17 @@ Every function takes the open session as ``session=`` and leaves committing to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, case, func, or_, select, update
+from sqlalchemy import Select, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from db.columns import UTCDateTime
 from db.errors import DatabaseError, NotFoundError
-from db.models import Device, Kernel, Toolchain, Trial, Workload, utcnow
+from db.models import Device, Job, Kernel, Toolchain, Trial, Workload, utcnow
 from db.records import (
     CachedKernel,
     CacheHit,
@@ -225,6 +227,38 @@ def lookup_kernel(
             update(Kernel).where(Kernel.id == kernel_id).values(hits=Kernel.hits + 1, last_hit_at=utcnow())
         )
     return CacheHit(kernel=to_cached_kernel(row), exact=exact)
+
+
+def add_kernel_hits(*, session: Session, hits: Mapping[int, int], at: datetime | None = None) -> None:
+    """Add counted cache hits to kernels (by id) in one batched statement, their ``last_hit_at`` set to ``at``.
+
+    A server serves hits with ``lookup_kernel(..., record_hit=False)`` and counts them in memory, so
+    the read path writes nothing; this applies the counts a few at a time. A kernel evicted meanwhile
+    matches no row and its count is dropped.
+    """
+    if not hits:
+        return
+    stamp = at or utcnow()
+    statement = (
+        update(Kernel)
+        .where(Kernel.id == bindparam("kernel_id"))
+        .values(hits=Kernel.hits + bindparam("served"), last_hit_at=bindparam("stamp", type_=UTCDateTime()))
+    )
+    rows = [{"kernel_id": k, "served": n, "stamp": stamp} for k, n in sorted(hits.items()) if n > 0]
+    if rows:
+        session.connection().execute(statement, rows)
+
+
+def count_jobs_by_status(*, session: Session) -> dict[str, int]:
+    """How many jobs have each status (statuses with none are left out)."""
+    query = select(Job.status, func.count(Job.id)).group_by(Job.status)
+    return {str(status): int(n) for status, n in session.execute(query)}
+
+
+def count_trials_by_status(*, session: Session) -> dict[str, int]:
+    """How many trials, of all jobs, ended with each status (a counter: it only grows while trials are kept)."""
+    query = select(Trial.status, func.count(Trial.id)).group_by(Trial.status)
+    return {str(status): int(n) for status, n in session.execute(query)}
 
 
 def get_kernel(*, session: Session, kernel_id: int) -> CachedKernel:

@@ -76,7 +76,7 @@ def _enable_wal(cursor: Any, busy_timeout_s: float) -> None:
             delay = min(delay * 2, 0.2)
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool, read_only: bool = False) -> None:
     """WAL, a busy timeout, foreign keys, and write locks taken when a transaction begins.
 
     ``BEGIN IMMEDIATE`` matters for concurrent writers: a deferred transaction that reads first and
@@ -90,6 +90,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+        if read_only:
+            cursor.execute("PRAGMA query_only = ON")
         if engine.url.database not in (None, "", ":memory:"):
             _enable_wal(cursor, busy_timeout_s)
             cursor.execute("PRAGMA synchronous = NORMAL")
@@ -97,16 +99,19 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # A reader's deferred BEGIN takes no write lock: in WAL mode it reads beside any writer.
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def create_engine_for(
-    url: str, *, echo: bool = False, busy_timeout_s: float = 30.0, foreign_keys: bool = True
+    url: str, *, echo: bool = False, busy_timeout_s: float = 30.0, foreign_keys: bool = True, read_only: bool = False
 ) -> Engine:
     """An engine for ``url``; a SQLite file's folder is created if missing.
 
     ``foreign_keys=False`` is for migrations only: SQLite batch mode copies and drops tables, and
     dropping a parent table with enforcement on would cascade deletes into its children.
+    ``read_only=True`` (SQLite) opens transactions without taking the write lock and refuses writes, for
+    a server's read path: many readers then never queue behind each other or a writer.
     """
     parsed = parse_url(url)
     try:
@@ -115,7 +120,7 @@ def create_engine_for(
             if database and database != ":memory:" and not database.startswith("file:"):
                 Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(parsed, echo=echo, connect_args={"timeout": busy_timeout_s})
-            _configure_sqlite(engine, busy_timeout_s, foreign_keys)
+            _configure_sqlite(engine, busy_timeout_s, foreign_keys, read_only)
             return engine
         return create_engine(parsed, echo=echo, pool_pre_ping=True)
     except (ArgumentError, ImportError) as exc:

@@ -40,6 +40,39 @@ class Settings(BaseSettings):
     #: The freedesktop data folder; not prefixed, it is the user's own setting.
     xdg_data_home: Path | None = Field(default=None, validation_alias="XDG_DATA_HOME")
 
+    # The HTTP API (service/api).
+    #: Serve the read endpoints (tunings, trials, kernels, lookups, devices) without a key. Writes always need one.
+    api_open_reads: bool = False
+    #: The largest request body accepted; larger ones get 413 before they are read whole.
+    api_max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    #: The most bytes an operator's tensors may take together (its ``min_bytes``): bigger specs get 422.
+    api_max_spec_bytes: int = Field(default=8 * 1024**3, ge=1)
+    #: The largest budget any key may ask for; a key's own limits (``warpmap keys create --max-trials``) can
+    #: only lower these. A request without ``seconds`` gets this many.
+    api_max_trials: int = Field(default=2000, ge=1)
+    api_max_seconds: float = Field(default=24 * 3600.0, gt=0, allow_inf_nan=False)
+    #: The longest ``?wait=`` a request may hold its connection.
+    api_max_wait_s: float = Field(default=600.0, ge=0, allow_inf_nan=False)
+    #: How often a waiting request reads its job again.
+    api_wait_poll_s: float = Field(default=0.25, gt=0, allow_inf_nan=False)
+    #: How often counted cache hits and key uses are written to the database (one batch each time).
+    api_flush_s: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    #: How long an API key lookup is reused: a revoked key stops working within this time.
+    api_key_cache_s: float = Field(default=5.0, ge=0, allow_inf_nan=False)
+    #: How long the list of registered workers is reused when a request picks a device.
+    api_worker_cache_s: float = Field(default=2.0, ge=0, allow_inf_nan=False)
+    #: How long a cache hit is answered from this process's memory before the database is asked again: a
+    #: faster kernel saved meanwhile is served within this time. 0 reads the database for every lookup.
+    api_hit_cache_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    #: A worker is alive when its last heartbeat is this recent.
+    api_worker_alive_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: The targets ``/readyz`` requires a live worker for; empty: every target a registered worker serves.
+    api_targets: tuple[str, ...] = ()
+    #: The measuring time-out each trial of a submitted job gets.
+    api_trial_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+
+    # workers
+
     @field_validator("database_url")
     @classmethod
     def _valid_url(cls, value: str) -> str:
