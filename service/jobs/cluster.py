@@ -1,0 +1,133 @@
+"""The cluster's job engine: procrastinate on the warpmap PostgreSQL database.
+
+A ``wm_jobs`` row is the job the API reports; a procrastinate job on the row's ``queue`` (the device
+kind) carries its id to a worker. Procrastinate gives what ``db/jobs.py``'s leases used to: a durable
+queue with LISTEN/NOTIFY pick-up, one pending job per tuning (``queueing_lock``), never two workers on
+one part of a tuning (``lock``), and worker heartbeats. Each ``warpmap worker`` also looks for jobs whose
+worker stopped heartbeating (killed, its host gone) and retries them (``get_stalled_jobs`` +
+``retry_job``): the next worker takes the tuning over and resumes its Optuna study.
+
+A tuning may be split into ``parts`` procrastinate jobs that run at once on several workers of the same
+kind, sharing the study (each proposes from what all have measured); one part is the default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from db.records import JobRecord
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "warpmap.run_tuning"
+
+
+def conninfo(url: str) -> str:
+    """The libpq connection string of a SQLAlchemy PostgreSQL URL (``postgresql+psycopg://...``)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise ValueError(f"the cluster's job engine needs PostgreSQL, not {parsed.get_backend_name()}")
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def part_lock(job_id: int, part: int) -> str:
+    """The procrastinate lock and queueing lock of one part of a tuning."""
+    return f"wm-job-{job_id}" if part == 0 else f"wm-job-{job_id}-part-{part}"
+
+
+def make_app(url: str, *, sync: bool = False) -> Any:
+    """A procrastinate app on the database at ``url`` (a synchronous connector for deferring from
+    threads, the asynchronous one for a worker)."""
+    import procrastinate  # here: only the cluster needs it
+
+    connector_class = procrastinate.SyncPsycopgConnector if sync else procrastinate.PsycopgConnector
+    return procrastinate.App(connector=connector_class(conninfo=conninfo(url)))
+
+
+def defer_part(app: Any, job_id: int, queue: str, part: int) -> bool:
+    """Queue part ``part`` of job ``job_id``; False when that part is already waiting."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    lock = part_lock(job_id, part)
+    try:
+        app.configure_task(name=TASK_NAME, queue=queue, lock=lock, queueing_lock=lock).defer(job_id=job_id,
+                                                                                             part=part)
+    except AlreadyEnqueued:
+        return False
+    return True
+
+
+async def defer_part_async(app: Any, job_id: int, queue: str, part: int) -> bool:
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    lock = part_lock(job_id, part)
+    try:
+        await app.configure_task(name=TASK_NAME, queue=queue, lock=lock, queueing_lock=lock).defer_async(
+            job_id=job_id, part=part)
+    except AlreadyEnqueued:
+        return False
+    return True
+
+
+class ProcrastinateDispatcher:
+    """The API's :class:`~service.jobs.Dispatcher` on PostgreSQL: a new job goes to its queue."""
+
+    def __init__(self, url: str, *, parts: int = 1) -> None:
+        if parts < 1:
+            raise ValueError(f"a tuning runs in at least one part, got {parts}")
+        self._app = make_app(url, sync=True)
+        self._parts = parts
+        self._opened = False
+
+    def _open(self) -> Any:
+        if not self._opened:
+            self._app.open()
+            self._opened = True
+        return self._app
+
+    def enqueue(self, job: JobRecord) -> None:
+        app = self._open()
+        for part in range(self._parts):
+            defer_part(app, job.id, job.queue, part)
+
+    def cancel(self, job_id: int) -> None:
+        """Drop the job's waiting parts; a running part stops after its trial (it reads the status)."""
+        app = self._open()
+        for part in range(self._parts):
+            for waiting in app.job_manager.list_jobs(queueing_lock=part_lock(job_id, part), status="todo"):
+                app.job_manager.cancel_job_by_id(waiting.id)
+
+    def close(self) -> None:
+        if self._opened:
+            self._app.close()
+            self._opened = False
+
+
+async def retry_stalled(app: Any, queue: str, seconds_since_heartbeat: float) -> list[int]:
+    """Put back the jobs of ``queue`` whose worker stopped heartbeating; returns their ids."""
+    retried = []
+    for job in await app.job_manager.get_stalled_jobs(queue=queue, task_name=TASK_NAME,
+                                                      seconds_since_heartbeat=seconds_since_heartbeat):
+        try:
+            await app.job_manager.retry_job(job)
+        except Exception as exc:  # another worker retried it first, or it ended meanwhile
+            logger.info("stalled job %s not retried here: %s", job.id, exc)
+            continue
+        retried.append(job.id)
+    return retried
+
+
+async def retry_stalled_forever(app: Any, queue: str, *, every_s: float, seconds_since_heartbeat: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            retried = await retry_stalled(app, queue, seconds_since_heartbeat)
+        except Exception as exc:  # the database restarting: look again next time
+            logger.warning("looking for stalled jobs failed: %s", exc)
+            continue
+        if retried:
+            logger.warning("retried stalled jobs %s (their worker stopped heartbeating)", retried)
