@@ -31,7 +31,19 @@ from db.errors import (
     SchemaVersionError,
     UnavailableError,
 )
-from db.jobs import cancel_job, claim_job, finish_job, get_job, heartbeat, list_jobs, submit_job
+from db.jobs import (
+    cancel_job,
+    claim_job,
+    end_job,
+    finish_job,
+    get_job,
+    heartbeat,
+    list_jobs,
+    record_progress,
+    release_job,
+    start_job,
+    submit_job,
+)
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.records import (
     ApiKeyRecord,
@@ -43,6 +55,7 @@ from db.records import (
     ToolchainInfo,
     TrialRecord,
     TrialResult,
+    WorkerRecord,
     WorkloadSpec,
 )
 from db.repository import (
@@ -57,6 +70,7 @@ from db.repository import (
     save_kernel,
 )
 from db.session import create_engine_for, session_scope
+from db.workers import list_workers, register_worker, stop_worker, touch_worker
 
 __all__ = [
     "ApiKeyRecord",
@@ -79,6 +93,7 @@ __all__ = [
     "TrialRecord",
     "TrialResult",
     "UnavailableError",
+    "WorkerRecord",
     "WorkloadSpec",
     "authenticate_api_key",
     "cache_stats",
@@ -89,6 +104,7 @@ __all__ = [
     "create_engine_for",
     "current_revision",
     "downgrade",
+    "end_job",
     "ensure_device",
     "ensure_toolchain",
     "ensure_workload",
@@ -104,11 +120,18 @@ __all__ = [
     "list_jobs",
     "list_kernels",
     "list_trials",
+    "list_workers",
     "lookup_kernel",
+    "record_progress",
     "record_trial",
+    "register_worker",
+    "release_job",
     "revoke_api_key",
     "save_kernel",
     "session_scope",
+    "start_job",
+    "stop_worker",
     "submit_job",
+    "touch_worker",
     "upgrade",
 ]

@@ -1,8 +1,12 @@
-"""Keyword-only repository functions for tuning jobs: one active job per cache key, leased to workers.
+"""Keyword-only repository functions for tuning jobs: one active job per cache key.
 
-A worker claims a job with a lease (owner + expiry) and renews it with :func:`heartbeat`. A job whose
-lease ran out (its worker died) is claimable again, and the dead worker's later writes fail with
-:class:`~db.errors.LeaseLostError` because every write checks the owner.
+The job records are what the API reports; which process runs a job is the job engine's business (the
+in-process executor, or a PostgreSQL job queue). A worker moves a job through :func:`start_job`,
+:func:`record_progress` (which hands back the job, so a cancellation is seen after the trial in
+progress) and :func:`end_job`, or gives it back with :func:`release_job`.
+
+The older lease protocol (:func:`claim_job`, :func:`heartbeat`, :func:`finish_job`: owner + expiry,
+every write checking the owner) is kept for callers that dispatch without a queue.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ def _to_record(row: Any) -> JobRecord:
         strategy=job.strategy,
         budget=job.budget,
         progress=job.progress,
+        target=job.target,
+        queue=job.queue,
+        options=job.options or {},
+        worker=job.worker,
         lease_owner=job.lease_owner,
         lease_expires_at=job.lease_expires_at,
         attempts=job.attempts,
@@ -77,8 +85,15 @@ def submit_job(
     toolchain: ToolchainInfo,
     strategy: str,
     budget: Mapping[str, Any],
+    target: str = "cpu",
+    queue: str = "",
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[JobRecord, bool]:
-    """Queue a job for the key, or join the active one; returns ``(job, created)``."""
+    """Queue a job for the key, or join the active one; returns ``(job, created)``.
+
+    ``target`` is the target as requested, ``queue`` the device kind the job must run on, ``options``
+    how it is tuned (level, seed, time-out); a joined job keeps its own.
+    """
     now = utcnow()
     keys = {
         "workload_id": ensure_workload(session=session, workload=workload),
@@ -91,6 +106,9 @@ def submit_job(
         strategy=strategy,
         budget=dict(budget),
         progress={},
+        target=target,
+        queue=queue,
+        options=dict(options or {}),
         attempts=0,
         created_at=now,
         updated_at=now,
@@ -224,10 +242,66 @@ def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) ->
     done = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(ACTIVE_JOB_STATUSES))
-        .values(status="cancelled", finished_at=now, updated_at=now, lease_owner=None, lease_expires_at=None)
+        .values(status="cancelled", finished_at=now, updated_at=now, lease_owner=None, lease_expires_at=None,
+                worker=None)
         .returning(Job.id)
     ).first()
     job = get_job(session=session, job_id=job_id)
     if done is None:
         raise ConflictError(f"job {job_id} already ended as {job.status}; nothing to cancel")
     return job
+
+
+def start_job(*, session: Session, job_id: int, worker: str, now: datetime | None = None) -> JobRecord | None:
+    """Mark the job running on ``worker`` (attempts + 1); None when it was cancelled or already ended.
+
+    A job found running is taken over: the engine hands a job to a second worker only when the first
+    is gone (its queue's stalled-job retry, or a restart of the embedded service).
+    """
+    now = now or utcnow()
+    started = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(ACTIVE_JOB_STATUSES))
+        .values(status="running", worker=worker, attempts=Job.attempts + 1, started_at=now, updated_at=now)
+        .returning(Job.id)
+    ).first()
+    if started is None:
+        get_job(session=session, job_id=job_id)  # NotFoundError for an unknown id
+        return None
+    return get_job(session=session, job_id=job_id)
+
+
+def record_progress(
+    *, session: Session, job_id: int, progress: Mapping[str, Any], now: datetime | None = None
+) -> JobRecord:
+    """Store a running job's progress document; returns the job, whose status may say ``cancelled``."""
+    now = now or utcnow()
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.status == "running").values(progress=dict(progress), updated_at=now)
+    )
+    return get_job(session=session, job_id=job_id)
+
+
+def end_job(
+    *, session: Session, job_id: int, status: str, error: str | None = None, now: datetime | None = None
+) -> JobRecord:
+    """End a running job as ``succeeded`` or ``failed``; a job cancelled meanwhile stays cancelled."""
+    if status not in ("succeeded", "failed"):
+        raise ValueError(f"a job ends as 'succeeded' or 'failed', not {status!r}")
+    now = now or utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "running")
+        .values(status=status, error=error, finished_at=now, updated_at=now, worker=None)
+    )
+    return get_job(session=session, job_id=job_id)
+
+
+def release_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:
+    """Give a running job back to its queue (its worker is stopping); its study keeps what was measured."""
+    now = now or utcnow()
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.status == "running").values(status="queued", worker=None,
+                                                                             updated_at=now)
+    )
+    return get_job(session=session, job_id=job_id)

@@ -116,6 +116,7 @@ class Job(Base):
             postgresql_where=text(ACTIVE_JOB_PREDICATE),
         ),
         Index("ix_wm_jobs_status_created", "status", "created_at"),
+        Index("ix_wm_jobs_queue_status", "queue", "status"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -126,6 +127,13 @@ class Job(Base):
     strategy: Mapped[str] = mapped_column(String(64))
     budget: Mapped[dict[str, Any]] = mapped_column(VersionedJSON(version=1))
     progress: Mapped[dict[str, Any]] = mapped_column(VersionedJSON(version=1))
+    #: The target as requested (``cpu``, ``cuda``, ``cuda:1``) and the queue of the device kind it runs on.
+    target: Mapped[str] = mapped_column(String(32), default="cpu", server_default="cpu")
+    queue: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    #: How the tuning runs: ``{"level": 2, "seed": 0, "timeout_s": 120.0}``.
+    options: Mapped[dict[str, Any] | None] = mapped_column(VersionedJSON(version=1), nullable=True)
+    #: The worker running the job now (None while it waits).
+    worker: Mapped[str | None] = mapped_column(String(200))
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -192,6 +200,25 @@ class Kernel(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     hits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class Worker(Base):
+    """A process that runs jobs of one queue (one device); alive while its ``last_seen_at`` is recent."""
+
+    __tablename__ = "wm_workers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    target: Mapped[str] = mapped_column(String(32))
+    queue: Mapped[str] = mapped_column(String(200), index=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("wm_devices.id", ondelete="CASCADE"))
+    toolchain_id: Mapped[int] = mapped_column(ForeignKey("wm_toolchains.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("wm_jobs.id", ondelete="SET NULL"))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class ApiKey(Base):

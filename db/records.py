@@ -173,6 +173,13 @@ class JobRecord:
     strategy: str
     budget: Mapping[str, Any]
     progress: Mapping[str, Any]
+    #: The target as requested (``cpu``, ``cuda``, ``cuda:1``), the queue of its device kind, and how it
+    #: is tuned (``{"level", "seed", "timeout_s"}``).
+    target: str
+    queue: str
+    options: Mapping[str, Any]
+    #: The worker running it now, None while it waits or once it ended.
+    worker: str | None
     lease_owner: str | None
     lease_expires_at: datetime | None
     attempts: int
@@ -181,6 +188,24 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A registered worker: the queue (device kind) it serves, and whether it was seen lately."""
+
+    name: str
+    target: str
+    queue: str
+    device: DeviceInfo
+    toolchain: ToolchainInfo
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    stopped_at: datetime | None
+    job_id: int | None
+    alive: bool
 
 
 @dataclass(frozen=True)

@@ -255,9 +255,10 @@ def record_trial(*, session: Session, job_id: int, trial: TrialResult) -> int:
     return row.id
 
 
-def list_trials(*, session: Session, job_id: int) -> list[TrialRecord]:
+def list_trials(*, session: Session, job_id: int, limit: int | None = None, offset: int = 0) -> list[TrialRecord]:
+    """The job's trials by number; ``limit``/``offset`` page through them."""
     rows = session.execute(
-        select(Trial).where(Trial.job_id == job_id).order_by(Trial.number, Trial.id)
+        select(Trial).where(Trial.job_id == job_id).order_by(Trial.number, Trial.id).limit(limit).offset(offset)
     ).scalars()
     return [
         TrialRecord(
