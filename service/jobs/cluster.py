@@ -27,11 +27,20 @@ TASK_NAME = "warpmap.run_tuning"
 
 
 def conninfo(url: str) -> str:
-    """The libpq connection string of a SQLAlchemy PostgreSQL URL (``postgresql+psycopg://...``)."""
+    """The libpq ``key=value`` connection string of a SQLAlchemy PostgreSQL URL (``postgresql+psycopg://...``).
+
+    Built from the URL's parts, not by renaming its scheme: libpq reads no ``+`` as a space in a URI's
+    query, which would garble the ``options`` that carry the statement time-out.
+    """
+    from psycopg.conninfo import make_conninfo
+
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
         raise ValueError(f"the cluster's job engine needs PostgreSQL, not {parsed.get_backend_name()}")
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    parts = {"host": parsed.host, "port": parsed.port, "user": parsed.username, "password": parsed.password,
+             "dbname": parsed.database}
+    query = {key: value if isinstance(value, str) else value[-1] for key, value in parsed.query.items()}
+    return make_conninfo("", **{k: v for k, v in {**parts, **query}.items() if v is not None})
 
 
 def part_lock(job_id: int, part: int) -> str:

@@ -23,6 +23,7 @@ from db.records import JobRecord
 from db.session import session_scope
 from service.jobs.heartbeat import Heartbeat
 from service.jobs.runner import Outcome, WorkerIdentity, run_job
+from service.jobs.storage import open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +109,7 @@ class EmbeddedExecutor:
             return {lane.worker.name: lane.running for lane in self._lanes.values()}
 
     def _run_lane(self, lane: _Lane) -> None:
-        import optuna  # here: only a process that tunes pays for it
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        storage = optuna.storages.RDBStorage(self._storage_url)
+        storage = open_storage(self._storage_url)
         try:
             while not self._stopping.is_set():
                 job_id = lane.waiting.get()

@@ -28,6 +28,7 @@ from service.jobs.cluster import TASK_NAME, defer_part_async, make_app, retry_st
 from service.jobs.devices import default_worker_name, identity, open_target
 from service.jobs.heartbeat import Heartbeat
 from service.jobs.runner import Outcome, run_job
+from service.jobs.storage import open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +50,12 @@ class WorkerConfig:
 
 def run_worker(config: WorkerConfig) -> None:
     """Serve the target's queue until SIGTERM or SIGINT (see the module docstring)."""
-    import optuna
     import procrastinate
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     target, target_name = open_target(config.target)
     worker = identity(target, config.name or default_worker_name(target_name), target_name)
     engine = create_engine_for(config.url)
-    storage = optuna.storages.RDBStorage(config.url)
+    storage = open_storage(config.url)
     app = make_app(config.url)
     stopping = threading.Event()
     running: dict[str, int | None] = {worker.name: None}
