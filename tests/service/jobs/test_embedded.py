@@ -33,7 +33,7 @@ def _wait_ended(engine: Engine, job_ids: list[int], timeout_s: float = 120.0) ->
 def test_the_executor_resumes_unfinished_jobs_and_runs_new_ones(sqlite_engine: Engine, sqlite_url: str, cpu: Target,
                                                                 cpu_worker: WorkerIdentity,
                                                                 submit: Callable) -> None:
-    orphan = submit(sqlite_engine, SOFTMAX, trials=3)
+    orphan = submit(sqlite_engine, SOFTMAX, trials=2)
     with session_scope(sqlite_engine) as session:  # a service that died while running it
         start_job(session=session, job_id=orphan.id, worker="gone:1:cpu")
     elsewhere = submit(sqlite_engine, SOFTMAX, trials=3,
@@ -42,7 +42,7 @@ def test_the_executor_resumes_unfinished_jobs_and_runs_new_ones(sqlite_engine: E
     executor = EmbeddedExecutor(sqlite_engine, sqlite_url, [(cpu_worker, cpu)], heartbeat_s=0.2)
     executor.start(host="test-host", pid=1)
     try:
-        fresh = submit(sqlite_engine, REDUCE, trials=3)
+        fresh = submit(sqlite_engine, REDUCE, trials=2)
         executor.enqueue(fresh)
         executor.enqueue(fresh)  # a second hand-over of the same job is ignored
         with session_scope(sqlite_engine) as session:
