@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 from typing import Any
 
@@ -81,9 +82,16 @@ def run(args: argparse.Namespace) -> int:
     if executor is not None:
         executor.start(host=socket.gethostname(), pid=os.getpid())
         print("warpmap serve: executors " + ", ".join(f"{w.name} ({w.queue})" for w in executor.workers), flush=True)
+    # uvicorn shuts down on SIGTERM/SIGINT, then raises the signal again for the handler it found: this
+    # one records it, so the executors stop (their trials end, their jobs are released) and serve exits 0.
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda number, _frame: received.append(number))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     finally:
         if executor is not None:
             executor.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
