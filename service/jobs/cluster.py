@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -116,27 +117,42 @@ class ProcrastinateDispatcher:
             self._opened = False
 
 
-async def retry_stalled(app: Any, queue: str, seconds_since_heartbeat: float) -> list[int]:
-    """Put back the jobs of ``queue`` whose worker stopped heartbeating; returns their ids."""
+async def retry_stalled(app: Any, queue: str, seconds_since_heartbeat: float, *, suspects: set[int] | None = None,
+                        own: Callable[[], set[int]] = set) -> tuple[list[int], set[int]]:
+    """Put back the jobs of ``queue`` whose worker stopped heartbeating; returns (retried ids, stalled ids).
+
+    With ``suspects`` (the stalled ids of the previous look), only jobs stalled both times are retried:
+    after a database outage every worker's heartbeat is stale until its next beat, and a live worker's job
+    must not be taken from it. ``own`` names the jobs this process runs, never retried from here.
+    """
+    stalled = {job.id: job for job in await app.job_manager.get_stalled_jobs(
+        queue=queue, task_name=TASK_NAME, seconds_since_heartbeat=seconds_since_heartbeat)}
+    mine = own()
     retried = []
-    for job in await app.job_manager.get_stalled_jobs(queue=queue, task_name=TASK_NAME,
-                                                      seconds_since_heartbeat=seconds_since_heartbeat):
+    for job_id, job in stalled.items():
+        if job_id in mine or (suspects is not None and job_id not in suspects):
+            continue
         try:
             await app.job_manager.retry_job(job)
         except Exception as exc:  # another worker retried it first, or it ended meanwhile
-            logger.info("stalled job %s not retried here: %s", job.id, exc)
+            logger.info("stalled job %s not retried here: %s", job_id, exc)
             continue
-        retried.append(job.id)
-    return retried
+        retried.append(job_id)
+    return retried, set(stalled) - set(retried)
 
 
-async def retry_stalled_forever(app: Any, queue: str, *, every_s: float, seconds_since_heartbeat: float) -> None:
+async def retry_stalled_forever(app: Any, queue: str, *, every_s: float, seconds_since_heartbeat: float,
+                                confirm_after_s: float, own: Callable[[], set[int]] = set) -> None:
+    """Look for stalled jobs every ``every_s`` seconds and retry those still stalled ``confirm_after_s``
+    (at least two heartbeats) after they were first seen."""
+    suspects: set[int] = set()
     while True:
-        await asyncio.sleep(every_s)
+        await asyncio.sleep(max(every_s, confirm_after_s) if suspects else every_s)
         try:
-            retried = await retry_stalled(app, queue, seconds_since_heartbeat)
+            retried, suspects = await retry_stalled(app, queue, seconds_since_heartbeat, suspects=suspects, own=own)
         except Exception as exc:  # the database restarting: look again next time
             logger.warning("looking for stalled jobs failed: %s", exc)
+            suspects = set()
             continue
         if retried:
             logger.warning("retried stalled jobs %s (their worker stopped heartbeating)", retried)

@@ -22,7 +22,7 @@ from compiler.backends import Target
 from db.records import JobRecord
 from db.session import session_scope
 from service.jobs.heartbeat import Heartbeat
-from service.jobs.runner import Outcome, WorkerIdentity, run_job
+from service.jobs.runner import Outcome, WorkerIdentity, run_job_through_outages
 from service.jobs.storage import open_storage
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class EmbeddedExecutor:
                     lane.pending.discard(job_id)
                     lane.running = job_id
                 try:
-                    outcome = run_job(job_id, engine=self._engine, storage=storage, worker=lane.worker,
+                    outcome = run_job_through_outages(job_id, engine=self._engine, storage=storage, worker=lane.worker,
                                       target=lane.target, stopping=self._stopping)
                     logger.info("job %s on %s: %s", job_id, lane.worker.name, outcome.value)
                     if outcome is Outcome.RELEASED:

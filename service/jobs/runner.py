@@ -168,10 +168,10 @@ def run_job(
                       should_stop=should_stop)
     except TuneError as exc:
         return _after_stop(engine, job_id, watch, stopping) or _end(engine, job_id, Outcome.FAILED, str(exc))
-    except (OperationalError, UnavailableError):
-        raise  # the database went away: the job is not at fault, the executor tries it again
-    except Exception as exc:  # a broken tuning fails its job, not the worker that ran it
-        logger.exception("job %s failed", job_id)
+    except Exception as exc:
+        if database_lost(exc):  # the job is not at fault: it runs again once the database answers
+            raise UnavailableError(f"job {job_id}: the database went away mid-tuning: {exc}") from exc
+        logger.exception("job %s failed", job_id)  # a broken tuning fails its job, not the worker
         return _end(engine, job_id, Outcome.FAILED, f"{type(exc).__name__}: {exc}")
     stopped = _after_stop(engine, job_id, watch, stopping)
     if stopped is not None:
@@ -213,3 +213,40 @@ def _end(engine: Engine, job_id: int, outcome: Outcome, error: str | None) -> Ou
     with session_scope(engine) as session:
         db.end_job(session=session, job_id=job_id, status=status, error=error)
     return outcome
+
+
+def database_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it: Optuna wraps the driver's errors) is a lost database connection."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OperationalError | UnavailableError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _database_answers(engine: Engine) -> bool:
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+    except Exception:
+        return False
+    return True
+
+
+def run_job_through_outages(job_id: int, *, engine: Engine, storage: Any, worker: WorkerIdentity, target: Target,
+                            stopping: threading.Event | None = None, give_up_s: float = 600.0,
+                            poll_s: float = 1.0) -> Outcome:
+    """:func:`run_job`, run again each time the database went away mid-job, once it answers again (a
+    restarted server): ``start_job`` takes the job back and the study resumes after its last recorded
+    trial. Raises :class:`~db.errors.UnavailableError` when the database stays away ``give_up_s``."""
+    stopping = stopping or threading.Event()
+    while True:
+        try:
+            return run_job(job_id, engine=engine, storage=storage, worker=worker, target=target, stopping=stopping)
+        except UnavailableError as exc:
+            logger.warning("%s; waiting for it", exc)
+            deadline = time.monotonic() + give_up_s
+            while not _database_answers(engine):
+                if time.monotonic() > deadline or stopping.wait(poll_s):
+                    raise

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from db.session import create_engine_for, session_scope
 from service.jobs.cluster import TASK_NAME, defer_part_async, make_app, retry_stalled_forever
 from service.jobs.devices import default_worker_name, identity, open_target
 from service.jobs.heartbeat import Heartbeat
-from service.jobs.runner import Outcome, run_job
+from service.jobs.runner import Outcome, run_job_through_outages
 from service.jobs.storage import open_storage
 
 logger = logging.getLogger(__name__)
@@ -61,19 +62,24 @@ def run_worker(config: WorkerConfig) -> None:
     running: dict[str, int | None] = {worker.name: None}
     heartbeat = Heartbeat(engine, lambda: dict(running), config.heartbeat_s)
 
-    # A database that goes away mid-job (a restart) fails the attempt, not the job: procrastinate
-    # tries it again later, and the study resumes where the last recorded trial left it.
+    # A database that goes away mid-job (a restart) fails the attempt, not the job: the runner waits for
+    # it and runs the job again; past its patience, procrastinate tries the job again later. Either way
+    # the study resumes where the last recorded trial left it.
     retry = procrastinate.RetryStrategy(max_attempts=config.db_retries, wait=int(config.db_retry_s),
                                         retry_exceptions={OperationalError, UnavailableError})
 
-    @app.task(name=TASK_NAME, retry=retry)
-    async def run_tuning(job_id: int, part: int = 0) -> str:
+    own: set[int] = set()  # procrastinate job ids running here: never retried as stalled by this process
+
+    @app.task(name=TASK_NAME, retry=retry, pass_context=True)
+    async def run_tuning(context: Any, job_id: int, part: int = 0) -> str:
         running[worker.name] = job_id
+        own.add(context.job.id)
         try:
-            outcome = await asyncio.to_thread(run_job, job_id, engine=engine, storage=storage, worker=worker,
-                                              target=target, stopping=stopping)
+            outcome = await asyncio.to_thread(run_job_through_outages, job_id, engine=engine, storage=storage,
+                                              worker=worker, target=target, stopping=stopping)
         finally:
             running[worker.name] = None
+            own.discard(context.job.id)
         if outcome is Outcome.RELEASED:
             await defer_part_async(app, job_id, worker.queue, part)
         logger.info("job %s (part %s) on %s: %s", job_id, part, worker.name, outcome.value)
@@ -86,7 +92,7 @@ def run_worker(config: WorkerConfig) -> None:
     heartbeat.start()
     print(f"warpmap worker {worker.name}: queue {worker.queue}", flush=True)
     try:
-        asyncio.run(_serve(app, config, worker.queue, stopping))
+        asyncio.run(_serve(app, config, worker.queue, stopping, lambda: set(own)))
     finally:
         heartbeat.stop()
         try:
@@ -97,30 +103,41 @@ def run_worker(config: WorkerConfig) -> None:
             engine.dispose()
 
 
-async def _serve(app: Any, config: WorkerConfig, queue: str, stopping: threading.Event) -> None:
+async def _serve(app: Any, config: WorkerConfig, queue: str, stopping: threading.Event,
+                 own: Callable[[], set[int]]) -> None:
     loop = asyncio.get_running_loop()
     async with app.open_async():
-        work = asyncio.create_task(app.run_worker_async(
-            queues=[queue], concurrency=1, name=queue, install_signal_handlers=False,
-            update_heartbeat_interval=config.heartbeat_s, stalled_worker_timeout=config.stalled_after_s,
-            fetch_job_polling_interval=config.poll_s, delete_jobs="successful"))
         retrier = asyncio.create_task(retry_stalled_forever(
-            app, queue, every_s=config.stalled_check_s, seconds_since_heartbeat=config.stalled_after_s))
+            app, queue, every_s=config.stalled_check_s, seconds_since_heartbeat=config.stalled_after_s,
+            confirm_after_s=2 * config.heartbeat_s, own=own))
+        work: asyncio.Task[None] | None = None
 
         def stop() -> None:
             # The trial in progress ends, its job is released; procrastinate waits for that, then leaves.
             if not stopping.is_set():
                 logger.info("stopping: the running trial ends, then its job goes back to the queue")
                 stopping.set()
-                work.cancel()
+                if work is not None:
+                    work.cancel()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
         try:
-            await work
-        except asyncio.CancelledError:
-            if not stopping.is_set():
-                raise
+            while not stopping.is_set():
+                work = asyncio.create_task(app.run_worker_async(
+                    queues=[queue], concurrency=1, name=queue, install_signal_handlers=False,
+                    update_heartbeat_interval=config.heartbeat_s, stalled_worker_timeout=config.stalled_after_s,
+                    fetch_job_polling_interval=config.poll_s, delete_jobs="successful"))
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    if not stopping.is_set():
+                        raise
+                if not stopping.is_set():
+                    # procrastinate stops its worker when a side task fails (its heartbeat, through a
+                    # database outage longer than its pool waits): start it again once that passes.
+                    logger.warning("the queue worker stopped on its own; starting it again in %g s", config.poll_s)
+                    await asyncio.sleep(config.poll_s)
         finally:
             retrier.cancel()
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -4,7 +4,8 @@ the API submits them (``submit_job`` + the procrastinate dispatcher).
 - two workers tune two small workloads; one is SIGKILLed mid-job; its job is retried on the other worker
   (stalled-job retry on procrastinate's heartbeats) and resumes its study: both jobs succeed, the killed
   job's earlier trials are kept as they were and no point is measured twice;
-- a worker sent SIGTERM mid-job ends its trial, releases the job and defers it again, then exits 0.
+- a worker tuning while the database restarts waits for it and goes on with the study; sent SIGTERM, it
+  ends its trial, releases the job and defers it again, then exits 0.
 
 The figures it measures (pick-up latency, time from the kill to the retry) are printed (``pytest -s``).
 """
@@ -141,6 +142,11 @@ def test_a_killed_worker_s_job_resumes_on_the_other_and_both_complete(
         kept = _trials(cluster_engine, victim_job.id)
         assert 2 <= len(kept) < 8
         survivor = ({"worker-a", "worker-b"} - {running.worker}).pop()
+        app = make_app(cluster_url, sync=True)
+        with app.open():  # the stalled-job retry puts it back in the queue (the survivor is still busy)
+            _wait("the retry", lambda: [j for j in app.job_manager.list_jobs(
+                queueing_lock=part_lock(victim_job.id, 0)) if j.status == "todo"], timeout_s=60)
+        requeued_s = time.time() - killed_at
 
         done = {j.id: _wait(f"job {j.id} to end", lambda j=j: (lambda r: r if r.status not in ("queued", "running")
                                                                  else None)(_job(cluster_engine, j.id)), 150)
@@ -164,29 +170,54 @@ def test_a_killed_worker_s_job_resumes_on_the_other_and_both_complete(
     assert final.attempts == 2
     retry_s = final.started_at.timestamp() - killed_at
     print(f"\npick-up after submit: {', '.join(f'{s:.2f} s' for s in pickup_s)}; killed {running.worker} "
-          f"(job {victim_job.id}, {len(kept)} trials kept); {survivor} took it over {retry_s:.2f} s after the kill")
+          f"(job {victim_job.id}, {len(kept)} trials kept); back in the queue {requeued_s:.2f} s after the kill, "
+          f"{survivor} took it over after {retry_s:.2f} s")
 
 
-def test_sigterm_ends_the_trial_releases_the_job_and_exits(
-        cluster_url: str, cluster_engine: Engine, start_worker: Callable[[str], subprocess.Popen[bytes]]) -> None:
+def _restart(server: Any) -> float:
+    """Stop the session's PostgreSQL server (fast: clients are cut off) and start it again on its port."""
+    from tests.conftest import SERVER_OPTIONS
+
+    began = time.monotonic()
+    pg_ctl = str(server.bin_dir / "pg_ctl")
+    subprocess.run(server._as_owner(pg_ctl, "-D", str(server.data_dir), "-m", "fast", "-w", "stop"), check=True,
+                   capture_output=True, timeout=60)
+    time.sleep(1.0)  # a moment with no server at all
+    options = f"-c listen_addresses=127.0.0.1 -p {server.port} -k {server.root} {SERVER_OPTIONS}"
+    subprocess.run(server._as_owner(pg_ctl, "-D", str(server.data_dir), "-l", str(server.log_file), "-o", options,
+                                    "-w", "-t", "60", "start"), check=True, capture_output=True, timeout=90)
+    return time.monotonic() - began
+
+
+def test_a_database_restart_is_survived_and_sigterm_releases_the_job(
+        cluster_url: str, cluster_engine: Engine, postgres_server: Any,
+        start_worker: Callable[[str], subprocess.Popen[bytes]]) -> None:
     worker = start_worker("worker-t")
     _wait("the worker to register", lambda: _alive(cluster_engine, {"worker-t"}), timeout_s=60)
     dispatcher = ProcrastinateDispatcher(cluster_url)
     try:
         job = _submit(cluster_engine, dispatcher, REDUCE, trials=40)
-        _wait("two trials", lambda: len(_trials(cluster_engine, job.id)) >= 2)
-        worker.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
-        assert worker.wait(timeout=60) == 0
-        exit_s = time.monotonic() - stopped_at
     finally:
         dispatcher.close()
+    _wait("two trials", lambda: len(_trials(cluster_engine, job.id)) >= 2)
+    cluster_engine.dispose()  # its pooled connections die with the server
+    down_s = _restart(postgres_server)
+    restarted = len(_trials(cluster_engine, job.id))
+    # The worker waits for the database, takes the job back and goes on with the study.
+    _wait("trials after the restart", lambda: len(_trials(cluster_engine, job.id)) >= restarted + 2)
+    assert _job(cluster_engine, job.id).status == "running" and worker.poll() is None
+    worker.send_signal(signal.SIGTERM)
+    stopped_at = time.monotonic()
+    assert worker.wait(timeout=60) == 0
+    exit_s = time.monotonic() - stopped_at
     released = _job(cluster_engine, job.id)
-    assert released.status == "queued" and released.worker is None
+    assert released.status == "queued" and released.worker is None and released.attempts == 2
     trials = _trials(cluster_engine, job.id)
-    assert 2 <= len(trials) < 40 and all(t.status for t in trials)
+    points = [tuple(sorted(t.params.items())) for t in trials]
+    assert restarted + 2 <= len(trials) < 40 and len(points) == len(set(points))
     app = make_app(cluster_url, sync=True)
     with app.open():
         waiting = list(app.job_manager.list_jobs(queueing_lock=part_lock(job.id, 0), status="todo"))
     assert len(waiting) == 1 and waiting[0].queue == job.queue  # deferred again, for the next worker
-    print(f"\nSIGTERM to exit: {exit_s:.2f} s, {len(trials)} trials kept")
+    print(f"\ndatabase down and up in {down_s:.1f} s, {restarted} trials before, {len(trials)} at SIGTERM; "
+          f"SIGTERM to exit: {exit_s:.2f} s")

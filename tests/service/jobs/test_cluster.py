@@ -110,13 +110,16 @@ def test_the_jobs_of_a_silent_worker_are_put_back(pg_url: str, app: Any) -> None
             worker_id = await manager.register_worker()
             job = await manager.fetch_job(queues=["q"], worker_id=worker_id)
             assert job is not None
-            fresh = await retry_stalled(async_app, "q", seconds_since_heartbeat=30)  # it still heartbeats
+            fresh, _ = await retry_stalled(async_app, "q", 30, suspects=set())  # it still heartbeats
             await async_app.connector.execute_query_async(
                 "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 minute'")
-            other_queue = await retry_stalled(async_app, "elsewhere", seconds_since_heartbeat=30)
-            stalled = await retry_stalled(async_app, "q", seconds_since_heartbeat=30)
+            other_queue, _ = await retry_stalled(async_app, "elsewhere", 30, suspects=set())
+            mine, _ = await retry_stalled(async_app, "q", 30, own=lambda: {job.id})  # this process runs it
+            first_look, suspects = await retry_stalled(async_app, "q", 30, suspects=set())  # seen once: wait
+            assert suspects == {job.id}
+            stalled, _ = await retry_stalled(async_app, "q", 30, suspects=suspects)  # still stalled: retried
             status = await manager.get_job_status_async(job.id)
-            return fresh + other_queue, stalled, status.value
+            return fresh + other_queue + mine + first_look, stalled, status.value
 
     untouched, retried, status = asyncio.run(scenario())
     assert untouched == [] and len(retried) == 1 and status == "todo"
