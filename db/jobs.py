@@ -5,20 +5,21 @@ in-process executor, or a PostgreSQL job queue). A worker moves a job through :f
 :func:`record_progress` (which hands back the job, so a cancellation is seen after the trial in
 progress) and :func:`end_job`, or gives it back with :func:`release_job`.
 
-The older lease protocol (:func:`claim_job`, :func:`heartbeat`, :func:`finish_job`: owner + expiry,
-every write checking the owner) is kept for callers that dispatch without a queue.
+There are no leases here any more: procrastinate's worker heartbeats and stalled-job retry (cluster),
+or the executor's own restart (embedded), decide when a job whose worker died runs again. The lease
+columns stay until a migration drops them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select, text, update
+from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session
 
-from db.errors import ConflictError, LeaseLostError, NotFoundError
+from db.errors import ConflictError, NotFoundError
 from db.models import ACTIVE_JOB_PREDICATE, ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
 from db.records import DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
 from db.repository import (
@@ -133,107 +134,6 @@ def list_jobs(*, session: Session, status: str | None = None, limit: int = 100) 
             raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")
         query = query.where(Job.status == status)
     return [_to_record(row) for row in session.execute(query)]
-
-
-def _claimable(now: datetime) -> Any:
-    return or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
-
-
-def claim_job(
-    *, session: Session, owner: str, lease_seconds: float, now: datetime | None = None, max_attempts: int = 5
-) -> JobRecord | None:
-    """Lease the oldest claimable job (queued, or running with an expired lease) to ``owner``.
-
-    The claiming ``UPDATE`` repeats the claimable condition, so when two workers pick the same job
-    only one update matches; the loser tries the next candidate.
-    """
-    now = now or utcnow()
-    for _ in range(max_attempts):
-        candidate = session.execute(
-            select(Job.id)
-            .where(_claimable(now))
-            .order_by(Job.created_at, Job.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        ).scalar_one_or_none()
-        if candidate is None:
-            return None
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == candidate, _claimable(now))
-            .values(
-                status="running",
-                lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                attempts=Job.attempts + 1,
-                started_at=now,
-                updated_at=now,
-            )
-            .returning(Job.id)
-        ).first()
-        if claimed is not None:
-            return get_job(session=session, job_id=candidate)
-    return None
-
-
-def _owned_update(
-    session: Session, job_id: int, owner: str, now: datetime, values: dict[str, Any]
-) -> JobRecord:
-    done = session.execute(
-        update(Job)
-        .where(
-            Job.id == job_id, Job.status == "running", Job.lease_owner == owner, Job.lease_expires_at >= now
-        )
-        .values(updated_at=now, **values)
-        .returning(Job.id)
-    ).first()
-    if done is None:
-        current = get_job(session=session, job_id=job_id)  # NotFoundError for an unknown id
-        raise LeaseLostError(
-            f"job {job_id} is {current.status}, leased to {current.lease_owner!r} until "
-            f"{current.lease_expires_at}; {owner!r} does not hold it"
-        )
-    return get_job(session=session, job_id=job_id)
-
-
-def heartbeat(
-    *,
-    session: Session,
-    job_id: int,
-    owner: str,
-    lease_seconds: float,
-    progress: Mapping[str, Any] | None = None,
-    now: datetime | None = None,
-) -> JobRecord:
-    """Extend ``owner``'s lease (and record progress); :class:`LeaseLostError` if it lost the job."""
-    now = now or utcnow()
-    values: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=lease_seconds)}
-    if progress is not None:
-        values["progress"] = dict(progress)
-    return _owned_update(session, job_id, owner, now, values)
-
-
-def finish_job(
-    *,
-    session: Session,
-    job_id: int,
-    owner: str,
-    status: str,
-    error: str | None = None,
-    now: datetime | None = None,
-) -> JobRecord:
-    """End ``owner``'s job as ``succeeded`` or ``failed``."""
-    if status not in ("succeeded", "failed"):
-        raise ValueError(f"a worker finishes a job as 'succeeded' or 'failed', not {status!r}")
-    now = now or utcnow()
-    values = {
-        "status": status,
-        "error": error,
-        "finished_at": now,
-        "lease_owner": None,
-        "lease_expires_at": None,
-    }
-    return _owned_update(session, job_id, owner, now, values)
 
 
 def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:

@@ -104,6 +104,18 @@ class Settings(BaseSettings):
         """Per-user folder for warpmap's files."""
         return data_dir(self.xdg_data_home)
 
+    # workers
+    #: Seconds between a worker's heartbeats (``wm_workers`` and procrastinate's own).
+    worker_heartbeat_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+    #: A cluster worker silent this long is taken for dead: its job is retried on another worker.
+    worker_stalled_after_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: How often each cluster worker looks for the jobs of dead workers.
+    worker_stalled_check_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    #: The longest a cluster worker waits between polls when no notification came.
+    worker_poll_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+    #: How many workers of one device kind tune one job at once, sharing its study (PostgreSQL only).
+    worker_study_parts: int = Field(default=1, ge=1, le=64)
+
 
 def data_dir(xdg_data_home: str | Path | None) -> Path:
     """``$XDG_DATA_HOME/warpmap`` when that is an absolute path, else ``~/.local/share/warpmap``."""

@@ -13,7 +13,6 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from rich.console import Console
@@ -23,8 +22,6 @@ from rich.table import Table
 from compiler.backends import Target, get_target
 from compiler.ops import get_operator
 from compiler.space import EmptySpaceError
-from compiler.toolchain import source_digest
-from db.keys import warpmap_build
 from db.migrate import current_revision, head_revision, upgrade
 from db.records import CacheHit, WorkloadSpec
 from db.repository import lookup_kernel, save_kernel
@@ -36,6 +33,7 @@ from search.tune import TuneError, TuneResult, tune
 from service.cli.check import parse_spec_argument
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
+from service.tuning import study_key, warpmap_version
 
 
 def validate_options(args: argparse.Namespace) -> None:
@@ -71,14 +69,6 @@ def check_space(spec: Any, target: Target, level: int) -> None:
         raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
     except ValueError as exc:  # no template for this dtype on this target, or no such level
         raise CliError(str(exc)) from None
-
-
-def warpmap_version() -> str:
-    try:
-        release = version("warpmap")
-    except PackageNotFoundError:
-        release = "0+unknown"
-    return warpmap_build(version=release.split("+")[0], sources=source_digest())
 
 
 def ready_database(url: str) -> None:
@@ -134,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             if hit is not None:
                 _print(_from_cache(hit, target.name), args.json)
                 return 0
-        result = _tune(args, spec, target, url, f"{workload.key}@{device.key}@{toolchain.key}@level{args.level}")
+        result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level))
         if result is None:
             return 1
         with session_scope(engine) as session:

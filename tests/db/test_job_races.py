@@ -1,14 +1,15 @@
-"""Job queue races between processes, on SQLite and PostgreSQL: duplicate submissions and claims."""
+"""Job races between processes, on SQLite and PostgreSQL: duplicate submissions make one job.
+
+(Which worker runs a job is the job engine's: procrastinate's locks, tested in tests/service/jobs.)"""
 
 from __future__ import annotations
 
 import multiprocessing
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from db import DeviceInfo, ToolchainInfo, WorkloadSpec, claim_job, create_engine_for, session_scope, submit_job
+from db import DeviceInfo, ToolchainInfo, WorkloadSpec, create_engine_for, session_scope, submit_job
 
 PROCESSES = 8
 
@@ -50,32 +51,7 @@ def _submit(session: Any, keys: tuple[WorkloadSpec, DeviceInfo, ToolchainInfo]) 
     return job.id, created
 
 
-def _claim(session: Any, owner: str) -> int | None:
-    job = claim_job(session=session, owner=owner, lease_seconds=60)
-    return None if job is None else job.id
-
-
 def test_concurrent_duplicate_submissions_make_one_job(url: str, workload, device, toolchain) -> None:
     outcomes = _race(_submit, url, [((workload, device, toolchain),)] * PROCESSES)
     assert len({job_id for job_id, _ in outcomes}) == 1
     assert sum(created for _, created in outcomes) == 1
-
-
-def test_each_job_is_claimed_by_exactly_one_worker(url: str, workload, device, toolchain) -> None:
-    engine = create_engine_for(url)
-    with session_scope(engine) as session:
-        queued = {
-            submit_job(
-                session=session,
-                workload=workload,
-                device=replace(device, driver=f"driver-{n}"),
-                toolchain=toolchain,
-                strategy="tpe",
-                budget={},
-            )[0].id
-            for n in range(3)
-        }
-    engine.dispose()  # no pooled connection may cross a fork
-    claimed = _race(_claim, url, [(f"worker-{n}",) for n in range(PROCESSES)])
-    taken = [job_id for job_id in claimed if job_id is not None]
-    assert sorted(taken) == sorted(queued)

@@ -1,32 +1,27 @@
-"""The job queue on both databases: one active job per key, leases, heartbeats, trials."""
+"""The job records on both databases: one active job per key, cancel, trials."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.engine import Engine
 
 from db import (
     ConflictError,
-    LeaseLostError,
     NotFoundError,
     TrialResult,
     cancel_job,
-    claim_job,
     count_trials,
-    finish_job,
+    end_job,
     get_job,
-    heartbeat,
     list_jobs,
     list_trials,
     record_trial,
     session_scope,
+    start_job,
     submit_job,
 )
-
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -75,44 +70,12 @@ def test_a_finished_key_can_be_tuned_again(engine: Engine, job_id: int, workload
     assert created and again.id != job_id
 
 
-def test_claim_heartbeat_finish(engine: Engine, job_id: int) -> None:
-    with session_scope(engine) as session:
-        job = claim_job(session=session, owner="worker-1", lease_seconds=60, now=T0)
-        assert job is not None and job.id == job_id
-        assert (job.status, job.lease_owner, job.attempts) == ("running", "worker-1", 1)
-        assert job.lease_expires_at == T0 + timedelta(seconds=60)
-        assert claim_job(session=session, owner="worker-2", lease_seconds=60, now=T0) is None
-        beat = heartbeat(
-            session=session, job_id=job_id, owner="worker-1", lease_seconds=60, progress={"done": 3}, now=T0
-        )
-        assert beat.progress == {"done": 3}
-        done = finish_job(session=session, job_id=job_id, owner="worker-1", status="succeeded", now=T0)
-    assert (done.status, done.lease_owner, done.finished_at) == ("succeeded", None, T0)
-    with session_scope(engine) as session:
-        assert [j.id for j in list_jobs(session=session, status="succeeded")] == [job_id]
-
-
-def test_expired_lease_is_reclaimed_and_old_owner_is_locked_out(engine: Engine, job_id: int) -> None:
-    with session_scope(engine) as session:
-        claim_job(session=session, owner="dead", lease_seconds=10, now=T0)
-        assert claim_job(session=session, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=5)) is None
-        taken = claim_job(session=session, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=11))
-        assert taken is not None and (taken.lease_owner, taken.attempts) == ("w2", 2)
-        with pytest.raises(LeaseLostError, match="'dead' does not hold it"):
-            heartbeat(session=session, job_id=job_id, owner="dead", lease_seconds=10, now=T0 + timedelta(seconds=12))
-        with pytest.raises(LeaseLostError):
-            finish_job(session=session, job_id=job_id, owner="dead", status="failed", now=T0 + timedelta(seconds=12))
-        # A lease that lapsed is lost even before anyone else claims it.
-        with pytest.raises(LeaseLostError):
-            heartbeat(session=session, job_id=job_id, owner="w2", lease_seconds=10, now=T0 + timedelta(seconds=60))
-
-
 def test_cancel_ends_a_job_once(engine: Engine, job_id: int) -> None:
     with session_scope(engine) as session:
         assert cancel_job(session=session, job_id=job_id).status == "cancelled"
         with pytest.raises(ConflictError, match="already ended as cancelled"):
             cancel_job(session=session, job_id=job_id)
-        assert claim_job(session=session, owner="w", lease_seconds=5) is None
+        assert start_job(session=session, job_id=job_id, worker="w") is None
 
 
 def test_unknown_job_and_bad_status(engine: Engine, job_id: int) -> None:
@@ -120,11 +83,11 @@ def test_unknown_job_and_bad_status(engine: Engine, job_id: int) -> None:
         with pytest.raises(NotFoundError, match="12345"):
             get_job(session=session, job_id=12345)
         with pytest.raises(NotFoundError, match="12345"):
-            heartbeat(session=session, job_id=12345, owner="w", lease_seconds=1)
+            start_job(session=session, job_id=12345, worker="w")
         with pytest.raises(ValueError, match="'paused'"):
             list_jobs(session=session, status="paused")
         with pytest.raises(ValueError, match="'cancelled'"):
-            finish_job(session=session, job_id=job_id, owner="w", status="cancelled")
+            end_job(session=session, job_id=job_id, status="cancelled")
 
 
 def test_trials_are_stored_in_order_with_all_fields(engine: Engine, job_id: int) -> None:

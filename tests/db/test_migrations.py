@@ -38,7 +38,7 @@ def _columns(url: str, table: str) -> set[str]:
 
 def test_revisions_form_one_chain_ending_at_head() -> None:
     chain = revisions()
-    assert chain == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert chain == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
     assert head_revision() == chain[-1]
 
 
@@ -48,7 +48,8 @@ def test_each_migration_up_and_down(empty_url: str) -> None:
     for revision in revisions():
         upgrade(empty_url, revision)
         assert current_revision(empty_url) == revision
-    assert _tables(empty_url) == model_tables | {VERSION_TABLE}
+    # procrastinate's queue tables come with 0007 on PostgreSQL (tests/service/jobs/test_cluster.py)
+    assert {t for t in _tables(empty_url) if not t.startswith("procrastinate_")} == model_tables | {VERSION_TABLE}
     for previous in reversed([None, *revisions()[:-1]]):
         downgrade(empty_url, "-1")
         assert current_revision(empty_url) == previous
