@@ -158,8 +158,8 @@ def _release(handles: _Handles) -> None:
 def _open(program: StoredProgram, ordinal: int) -> tuple[_Handles, list[Any]]:
     try:
         _ok(cu.cuInit(0), "cuInit")
-    except KernelRunError as exc:
-        raise BackendUnavailableError(f"no usable CUDA driver: {exc}") from exc
+    except Exception as exc:  # a failing status, or no libcuda at all (the bindings raise then)
+        raise BackendUnavailableError(f"cannot run a cuda kernel here: no usable CUDA driver ({exc})") from exc
     handles = _Handles(_ok(cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})"), modules=[], workspaces={})
     handles.context = _ok(cu.cuDevicePrimaryCtxRetain(handles.device), "cuDevicePrimaryCtxRetain")
     functions = []
@@ -208,9 +208,10 @@ def runner(program: StoredProgram, shapes: Mapping[str, tuple[int, ...]] | None,
                 pointers[name] = pointer
             for launch, function in zip(program.launches, functions, strict=True):
                 kernel = launch.kernel
-                values = tuple(pointers[b] if p.pointer else b for p, b in zip(kernel.params, launch.bindings,
-                                                                               strict=True))
-                types = tuple(None if p.pointer else _SCALAR_CTYPES[p.dtype] for p in kernel.params)
+                # Pointers go as plain addresses (c_void_p): an int from an interface, or int(CUdeviceptr).
+                values = tuple(int(pointers[b]) if p.pointer else b for p, b in zip(kernel.params, launch.bindings,
+                                                                                    strict=True))
+                types = tuple(ctypes.c_void_p if p.pointer else _SCALAR_CTYPES[p.dtype] for p in kernel.params)
                 _ok(cu.cuLaunchKernel(function, *kernel.grid, *kernel.block, kernel.shared_bytes, 0,
                                       (values, types), 0), f"{kernel.entry}: cuLaunchKernel")
             _ok(cu.cuCtxSynchronize(), f"{program.name}: kernel")

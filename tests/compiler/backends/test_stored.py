@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 
 from compiler.backends import Artifact, get_target, stored_cuda
+from compiler.backends.errors import BackendUnavailableError
 from compiler.backends.stored import load_stored, stored_program
 from compiler.device import DEVICES
 from compiler.numeric import from_storage, poisoned, relative_error
 from compiler.ops import get_operator, parse_spec
+from compiler.toolchain import detect_gpus
 from search.records import program_result
 from search.verify import compile_schedule
 
@@ -251,7 +253,8 @@ class StandInDriver:
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, args, extra):
         values, types = args
-        assert types == (None, None) and stream == 0
+        assert types == (ctypes.c_void_p, ctypes.c_void_p) and stream == 0  # addresses, as cuda-python takes ints
+        assert all(type(v) is int for v in values)
         self.log.append(("launch", function, values, (gx, gy, gz), (bx, by, bz)))
         parts = SCHEDULE.parts
         if function == "rowsum_partial":
@@ -366,3 +369,9 @@ def test_dlpack_capsules_are_read_as_the_producer_wrote_them() -> None:
     assert strided.strides == (12, 8, 1)
     assert not stored_cuda._contiguous(strided.shape, strided.strides)
     assert stored_cuda._contiguous(view.shape, view.strides)
+
+
+@pytest.mark.skipif(bool(detect_gpus().devices), reason="a GPU is here: the driver loads")
+def test_without_a_driver_a_cuda_kernel_is_refused_saying_why(cuda_record) -> None:
+    with pytest.raises(BackendUnavailableError, match="cannot run a cuda kernel here: no usable CUDA driver"):
+        load_stored(cuda_record, base64.b64decode(cuda_record["binary"]))
