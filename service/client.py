@@ -34,6 +34,8 @@ __all__ = [
 
 #: Job statuses after which nothing changes.
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+#: The longest ``tune`` asks the service to hold one request; it polls after that (proxies end long requests).
+MAX_HOLD_S = 300.0
 
 
 class ClientError(Exception):
@@ -380,8 +382,14 @@ class Client:
         polling every ``poll_s`` to 10 x ``poll_s``). Raises :class:`TuningFailedError` if the job fails
         or is cancelled, :class:`TuningTimeoutError` if it is still going when the wait ends."""
         started = time.monotonic()
-        kernel, tuning = self.submit(spec, target=target, strategy=strategy, budget=budget, level=level, seed=seed,
-                                     wait=wait)
+        request = {"target": target, "strategy": strategy, "budget": budget, "level": level, "seed": seed}
+        try:
+            kernel, tuning = self.submit(spec, **request, wait=min(wait, MAX_HOLD_S))
+        except InvalidRequestError as exc:
+            if "query.wait" not in exc.fields:
+                raise
+            # The service holds requests for less than asked: an identical request joins the job; poll it.
+            kernel, tuning = self.submit(spec, **request)
         if kernel is not None:
             return kernel
         if tuning is None:

@@ -190,6 +190,21 @@ def test_a_wait_that_ends_first_is_a_timeout_naming_the_job(kernel_json) -> None
     assert isinstance(caught.value, TimeoutError) and caught.value.job_id == 41
 
 
+def test_a_service_that_holds_requests_for_less_is_polled_instead(kernel_json) -> None:
+    service = Service(kernel_json, polls=2)
+    inner = service.__call__
+
+    def short_holds(request: httpx.Request) -> httpx.Response:
+        if float(request.url.params.get("wait", 0)) > 30:
+            service.requests.append(request)
+            return httpx.Response(422, json={"detail": [{"loc": ["query", "wait"], "msg": "wait at most 30 seconds"}]})
+        return inner(request)
+
+    kernel = _client(short_holds).tune(SPEC, wait=1000, poll_s=0.01)
+    assert kernel.id == 7
+    assert [r.url.params.get("wait") for r in service.requests[:2]] == ["300", None]  # held at most 300 s, then 0
+
+
 def test_tuning_and_cancel(kernel_json) -> None:
     service = Service(kernel_json, polls=10_000)
     client = _client(service)
