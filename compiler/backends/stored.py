@@ -166,7 +166,7 @@ def stored_program(document: Mapping[str, Any], binary: bytes, *, target: str | 
     launches = []
     for index, (kernel, bound) in enumerate(zip(kernels, bindings, strict=True)):
         role, data = members.get(index, ("", b""))
-        if role not in ("", ROLES[kind]) or not data.startswith(_ELF_MAGIC):
+        if role not in ("", ROLES[kind]) or _binary_target(data) != kind:
             raise ValueError(f"stored kernel {name!r}: launch {index} ({kernel.entry}) has no {kind} binary "
                              f"({ROLES[kind]}) in the stored binaries")
         if len(bound) != len(kernel.params):
@@ -276,7 +276,12 @@ def _cpu_runner(program: StoredProgram, shapes: Mapping[str, tuple[int, ...]] | 
     functions = []
     for launch in program.launches:
         path = cache.put(cache_key("stored-so", hashlib.sha256(launch.binary).hexdigest()), launch.binary)
-        function = getattr(ctypes.CDLL(str(path)), launch.kernel.entry, None)
+        try:
+            library = ctypes.CDLL(str(path))
+        except OSError as exc:  # another ISA's or OS's object, or a library this host lacks
+            raise ValueError(f"stored kernel {program.name!r}: {launch.kernel.entry}'s shared object does not "
+                             f"load here: {exc}") from exc
+        function = getattr(library, launch.kernel.entry, None)
         if function is None:
             raise ValueError(f"stored kernel {program.name!r}: its binary has no entry {launch.kernel.entry!r}")
         function.argtypes = [*(cpu._ctype(p) for p in launch.kernel.params), ctypes.c_int]

@@ -177,6 +177,23 @@ def test_a_record_that_cannot_run_is_a_value_error(matmul_record, softmax_record
         stored_program(*change(document, base64.b64decode(document["binary"])))
 
 
+def test_a_binary_of_the_other_target_is_refused(softmax_record, cuda_record) -> None:
+    cubin = stored_program(cuda_record, base64.b64decode(cuda_record["binary"])).launches[0].binary
+    with pytest.raises(ValueError, match=r"launch 0 \(softmax_f32\) has no cpu binary \(so\)"):
+        stored_program(softmax_record, cubin)
+
+
+def test_a_shared_object_that_does_not_load_here_is_a_value_error(softmax_record, tmp_path) -> None:
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(softmax_record["binary"]))) as archive:
+        so = bytearray(archive.read(archive.namelist()[0]))
+    so[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64: an object built for another ISA
+    with pytest.raises(ValueError, match="softmax_f32's shared object does not load here"):
+        load_stored(softmax_record, bytes(so), cache_dir=tmp_path)
+
+
 def test_a_program_missing_a_launchs_binary_is_refused(matmul_record) -> None:
     launches = matmul_record["program"]["launches"]
     document = {**matmul_record, "program": {**matmul_record["program"], "launches": [*launches, launches[-1]]}}
