@@ -113,6 +113,11 @@ def device_pointer(name: str, value: Any, dtype: str, shape: tuple[int, ...] | N
         strides = interface.get("strides")
         if not _contiguous(got, None if strides is None else tuple(strides), want.itemsize):
             raise ValueError(f"argument {name!r} must be C-contiguous")
+        stream = interface.get("stream")
+        if isinstance(stream, int) and stream > 2:
+            # The producer's own stream (1 and 2 are the default streams, which the launches' legacy default
+            # stream is ordered with already): wait for its pending writes, as version 3 asks of a consumer.
+            _ok(cu.cuStreamSynchronize(cu.CUstream(stream)), f"argument {name!r}: cuStreamSynchronize")
         return int(interface["data"][0]), value
     if hasattr(value, "__dlpack__"):
         capsule = value.__dlpack__()

@@ -245,6 +245,13 @@ class StandInDriver:
         assert image[:4] == b"\x7fELF"  # a real CUBIN
         return self._ok(next(self.handles))
 
+    def CUstream(self, handle):
+        return ("stream", handle)
+
+    def cuStreamSynchronize(self, stream):
+        self.log.append(("stream sync", stream))
+        return self._ok()
+
     def cuCtxSynchronize(self):
         return (Result.CUDA_ERROR_LAUNCH_FAILED,) if self.fail else self._ok()
 
@@ -350,6 +357,18 @@ def test_device_memory_comes_through_the_interface_and_pointers(driver, cuda_rec
     device_x, device_out = DeviceArray(driver, x), DeviceArray(driver, out)
     kernel(x=device_x, out=device_out.pointer)
     assert relative_error(driver.view(device_out.pointer).astype(np.float64), expected) <= 1e-5
+
+
+def test_an_arrays_own_stream_is_waited_for_before_the_launches(driver, cuda_record) -> None:
+    kernel = load_stored(cuda_record, base64.b64decode(cuda_record["binary"]))
+    x, out, _ = _rowsum_case()
+    device_x, device_out = DeviceArray(driver, x), DeviceArray(driver, out)
+    device_x.__cuda_array_interface__["stream"] = 0x7F00
+    device_out.__cuda_array_interface__["stream"] = 1  # the legacy default stream: ordered already
+    kernel(device_x, device_out)
+    syncs = [i for i, entry in enumerate(driver.log) if entry[0] == "stream sync"]
+    first_launch = next(i for i, entry in enumerate(driver.log) if entry[0] == "launch")
+    assert [driver.log[i] for i in syncs] == [("stream sync", ("stream", 0x7F00))] and syncs[0] < first_launch
 
 
 def test_device_arguments_are_checked_where_they_say_their_type(driver, cuda_record) -> None:
