@@ -105,9 +105,11 @@ def program_result(
     gflops: float | None = None,
 ) -> KernelResult:
     """The cache record of a tuned program: a one-launch program as that kernel (the plain fields), a longer
-    one with its whole program document too; the binaries archived either way."""
+    one with its whole program document too, as is one launch with workspaces (whose shapes the plain fields
+    cannot carry); the binaries archived either way."""
     first = artifact.launches[0].source
     several = len(artifact.launches) > 1
+    whole = several or bool(artifact.program.workspaces)
     return KernelResult(
         schedule=schedule,
         source=program_source(artifact),
@@ -122,7 +124,7 @@ def program_result(
         trials_used=trials_used,
         binary=binary_archive(artifact),
         gflops=gflops,
-        program=program_document(artifact) if several else None,
+        program=program_document(artifact) if whole else None,
     )
 
 
