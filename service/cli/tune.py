@@ -2,7 +2,9 @@
 
 The cache is looked up first (workload, device, toolchain): a hit is printed as it is stored, unless
 ``--force``. A tuning's Optuna study lives in the same database, one per workload, device, toolchain
-and level, so an interrupted tuning resumes where it stopped and never measures a point twice.
+and level, so an interrupted tuning resumes where it stopped and never measures a point twice. The
+tuning is a job like the service's (``wm_jobs``, its progress and every trial in ``wm_trials``), so the
+API reports it the same way; a workload that a service or another ``tune`` is tuning now is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import argparse
 import contextlib
 import json
 import math
+import os
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -22,9 +26,10 @@ from rich.table import Table
 from compiler.backends import Target, get_target
 from compiler.ops import get_operator
 from compiler.space import EmptySpaceError
+from db.jobs import end_job, record_progress, start_job, submit_job
 from db.migrate import current_revision, head_revision, upgrade
-from db.records import CacheHit, WorkloadSpec
-from db.repository import lookup_kernel, save_kernel
+from db.records import CacheHit, DeviceInfo, ToolchainInfo, WorkloadSpec
+from db.repository import count_trials, lookup_kernel, record_trial, save_kernel
 from db.session import create_engine_for, session_scope
 from search.records import cache_identity, program_result, program_source
 from search.strategies import Budget, StudyMismatchError
@@ -33,6 +38,8 @@ from search.tune import TuneError, TuneResult, tune
 from service.cli.check import parse_spec_argument
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
+from service.jobs.devices import default_worker_name, queue_name
+from service.jobs.runner import progress_document, trial_result
 from service.tuning import study_key, warpmap_version
 
 
@@ -124,21 +131,81 @@ def run(args: argparse.Namespace) -> int:
             if hit is not None:
                 _print(_from_cache(hit, target.name), args.json)
                 return 0
-        result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level))
+        job = _JobRecorder.open(engine, workload, device, toolchain, args, target.name)
+        try:
+            result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job)
+        except BaseException as exc:
+            job.end("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
+            raise
         if result is None:
+            job.end("failed", "no correct candidate was found")
             return 1
         with session_scope(engine) as session:
             save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
                         result=program_result(result.artifact, schedule=dict(result.values),
                                               latency_us=result.latency_ms * 1e3, trials_used=len(result.trials),
                                               gflops=result.gflops))
+        job.end("succeeded", None)
     finally:
         engine.dispose()
     _print(_from_tuning(result), args.json)
     return 0
 
 
-def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_key: str) -> TuneResult | None:
+def _abandoned(worker: str | None) -> bool:
+    """Whether ``worker`` is a ``warpmap tune`` of this host that is no longer running (killed mid-tuning):
+    its job is taken over, and its study resumed, rather than refused forever."""
+    host, _, rest = (worker or "").partition(":")
+    pid, _, name = rest.partition(":")
+    if host != socket.gethostname() or not name.startswith("tune:") or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another account's
+        return False
+    return False
+
+
+class _JobRecorder:
+    """The tuning's job record: its trials and progress written as they come, like a worker's."""
+
+    def __init__(self, engine: Any, job_id: int, first_number: int) -> None:
+        self.engine, self.job_id, self.number = engine, job_id, first_number
+
+    @classmethod
+    def open(cls, engine: Any, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo,
+             args: argparse.Namespace, target: str) -> _JobRecorder:
+        budget = {"trials": args.trials, "seconds": args.seconds, "patience": args.patience}
+        with session_scope(engine) as session:
+            job, created = submit_job(session=session, workload=workload, device=device, toolchain=toolchain,
+                                      strategy=args.strategy, budget=budget, target=target,
+                                      queue=queue_name(target, device),
+                                      options={"level": args.level, "seed": args.seed, "timeout_s": args.timeout})
+            if not created and not _abandoned(job.worker):
+                raise CliError(f"this workload is being tuned on this device now (job {job.id}, {job.status}"
+                               f"{f' on {job.worker}' if job.worker else ''}); wait for it, or cancel it with "
+                               f"DELETE /v1/tunings/{job.id}")
+            start_job(session=session, job_id=job.id, worker=default_worker_name(f"tune:{target}"))
+            return cls(engine, job.id, count_trials(session=session, job_id=job.id))
+
+    def trial(self, trial: Any) -> None:
+        with session_scope(self.engine) as session:
+            record_trial(session=session, job_id=self.job_id, trial=trial_result(trial, self.number))
+        self.number += 1
+
+    def progress(self, progress: TuneProgress) -> None:
+        with session_scope(self.engine) as session:
+            record_progress(session=session, job_id=self.job_id, progress=progress_document(progress))
+
+    def end(self, status: str, error: str | None) -> None:
+        with session_scope(self.engine) as session:
+            end_job(session=session, job_id=self.job_id, status=status, error=error)
+
+
+def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_key: str,
+          job: _JobRecorder) -> TuneResult | None:
     import optuna  # here, not above: start-up cost of every other command
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -154,8 +221,14 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
     try:
         if bar is not None:
             bar.start()
+
+        def progressed(progress: TuneProgress) -> None:
+            job.progress(progress)
+            report(progress)
+
         return tune(spec, target, strategy=args.strategy, budget=budget, level=args.level, seed=args.seed,
-                    storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=report)
+                    storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=progressed,
+                    sink=job.trial)
     except EmptySpaceError as exc:
         raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
     except StudyMismatchError as exc:

@@ -62,3 +62,55 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
     assert main(["tune", *argv, "--database-url", database]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) <= 2 and message in err[-1], err
+
+
+def test_a_tuning_is_a_job_with_every_trial_recorded(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    from db import create_engine_for, list_jobs, list_trials, session_scope
+
+    first = _tune(capsys, database)
+    engine = create_engine_for(database)
+    try:
+        with session_scope(engine) as session:
+            (job,) = list_jobs(session=session)
+            trials = list_trials(session=session, job_id=job.id)
+    finally:
+        engine.dispose()
+    assert (job.status, job.target, job.worker, job.error) == ("succeeded", "cpu", None, None)
+    assert job.queue.startswith("cpu:") and job.options == {"level": 2, "seed": 0, "timeout_s": 120.0}
+    assert job.progress["trials_done"] == 3 and job.progress["trials_budget"] == 3
+    assert [t.result.number for t in trials] == [0, 1, 2] == list(range(first["trials"]))
+    assert all(t.result.status == "ok" and t.result.latency_median_us > 0 for t in trials)
+    assert min(t.result.latency_median_us for t in trials) <= first["latency_ms"] * 1e3 * 1.5
+
+
+def test_a_workload_tuned_elsewhere_now_is_refused_and_a_dead_tune_s_job_taken_over(
+        capsys: pytest.CaptureFixture[str], database: str) -> None:
+    import socket
+
+    from db import WorkloadSpec, create_engine_for, get_job, session_scope, start_job, submit_job
+    from db.migrate import upgrade
+    from search.records import cache_identity
+    from service.jobs.devices import queue_name
+    from service.tuning import warpmap_version
+
+    upgrade(database)
+    from compiler.ops import parse_spec
+
+    spec = json.loads(SPEC)
+    workload = WorkloadSpec(op="matmul", spec=parse_spec(spec).model_dump(mode="json"))
+    device, toolchain = cache_identity(get_target("cpu").fingerprint(), warpmap_version())
+    engine = create_engine_for(database)
+    try:
+        with session_scope(engine) as session:
+            job, _ = submit_job(session=session, workload=workload, device=device, toolchain=toolchain,
+                                strategy="default", budget={"trials": 3}, target="cpu", queue=queue_name("cpu", device))
+            start_job(session=session, job_id=job.id, worker="some-host:1:cpu")
+        assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "3", "--database-url", database]) == 2
+        assert f"being tuned on this device now (job {job.id}, running on some-host:1:cpu)" in capsys.readouterr().err
+        with session_scope(engine) as session:  # a `warpmap tune` of this host that died: pid 2**22 + 1 never runs
+            start_job(session=session, job_id=job.id, worker=f"{socket.gethostname()}:{2**22 + 1}:tune:cpu")
+        assert _tune(capsys, database)["cache"] == "miss"
+        with session_scope(engine) as session:
+            assert get_job(session=session, job_id=job.id).status == "succeeded"
+    finally:
+        engine.dispose()
