@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,6 +24,30 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 def invalid(loc: tuple[str | int, ...], message: str, kind: str = "value_error") -> RequestValidationError:
     """A 422 naming the field at ``loc`` (``("body", "budget", "trials")``)."""
     return RequestValidationError([{"loc": loc, "msg": message, "type": kind}])
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+async def known_query(request: Request) -> None:
+    """A dependency: a query parameter the route does not take is a 422 naming it, not silently ignored
+    (``?limt=5`` would otherwise read as the default page)."""
+    if not request.query_params:
+        return
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    allowed = _query_names(dependant)
+    for name in request.query_params:
+        if name not in allowed:
+            takes = ", ".join(sorted(allowed)) or "none"
+            raise invalid(("query", name), f"unknown query parameter {name!r}; this endpoint takes: {takes}",
+                          "extra_forbidden")
 
 
 def check_spec_bounds(spec: Any, settings: Settings) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query
 
 from db import get_kernel
 from db.cache import KernelFilter, count_kernels, list_kernels
@@ -16,10 +16,10 @@ from db.records import WorkloadSpec
 from service.api import convert, schemas
 from service.api.auth import ReadKey, State
 from service.api.errors import documented
-from service.api.limits import check_spec_bounds
+from service.api.limits import check_spec_bounds, known_query
 from service.api.targets import choose, registered_workers
 
-router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
+router = APIRouter(prefix="/v1/kernels", tags=["kernels"], dependencies=[Depends(known_query)])
 
 #: Spec dimensions for ``?shape=``: ``m:512,n:512,k:64``.
 SHAPE_PATTERN = r"^[a-z_]{1,16}:[0-9]{1,9}(,[a-z_]{1,16}:[0-9]{1,9}){0,7}$"

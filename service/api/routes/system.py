@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
@@ -20,6 +20,7 @@ from db.session import session_scope
 from service.api import convert, schemas
 from service.api.auth import ReadKey, State
 from service.api.errors import documented
+from service.api.limits import known_query
 from service.api.state import ApiState
 from service.api.targets import serves
 
@@ -27,6 +28,7 @@ router = APIRouter()
 
 
 @router.get("/v1/devices", response_model=schemas.WorkerList, responses=documented(401, 403), tags=["devices"],
+            dependencies=[Depends(known_query)],
             summary="Every registered worker's device, alive or not")
 async def devices(_: ReadKey, state: State) -> schemas.WorkerList:
     workers = await state.read(list_workers, alive_within_s=state.settings.api_worker_alive_s)

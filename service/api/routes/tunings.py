@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request, Response
 
 from db import cancel_job, count_trials, get_job, list_trials, lookup_kernel, submit_job
 from db.models import ACTIVE_JOB_STATUSES
@@ -22,11 +22,11 @@ from db.records import JobRecord, WorkloadSpec
 from service.api import convert, schemas
 from service.api.auth import ReadKey, State, TuneKey
 from service.api.errors import documented
-from service.api.limits import bounded_budget, check_spec_bounds, invalid
+from service.api.limits import bounded_budget, check_spec_bounds, invalid, known_query
 from service.api.state import ApiState
 from service.api.targets import choose, registered_workers
 
-router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
+router = APIRouter(prefix="/v1/tunings", tags=["tunings"], dependencies=[Depends(known_query)])
 log = logging.getLogger("warpmap.api")
 
 JobId = Annotated[int, Path(ge=1, le=schemas.MAX_ID, description="the tuning's id")]

@@ -96,6 +96,12 @@ def test_a_keys_own_budget_limits_apply(api: Any) -> None:
     assert fine.status_code == 202 and fine.json()["tuning"]["budget"]["seconds"] == 60.0
 
 
+def test_an_unknown_query_parameter_is_422_naming_it(api: Any) -> None:
+    answer = api.client.get("/v1/kernels?limt=5", headers=api.headers("read"))
+    assert _locs(answer) == [["query", "limt"]] and "limit" in answer.json()["detail"][0]["msg"]
+    assert api.client.get("/v1/kernels?limit=5", headers=api.headers("read")).status_code == 200
+
+
 def test_wait_beyond_the_limit_is_422(make_api: Any) -> None:
     api = make_api(api_max_wait_s=5.0)
     assert _locs(api.client.post("/v1/tunings?wait=6", json={"operator": api.matmul}, headers=api.headers())) == [

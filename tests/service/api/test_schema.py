@@ -45,6 +45,12 @@ def app_schema(make_api: Any) -> Iterator[Any]:
     app.state.api.reader.dispose()
 
 
+def _headers_mutated(case: Any) -> bool:
+    components = getattr(case.meta, "components", {}) if case.meta is not None else {}
+    return any(str(getattr(where, "value", where)) == "header" and info.mode is GenerationMode.NEGATIVE
+               for where, info in components.items())
+
+
 # SQLite only: the schema is the same on both databases, and PostgreSQL is exercised by the other tests.
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_every_operation_answers_as_documented(app_schema: tuple[Any, Any]) -> None:
@@ -58,7 +64,9 @@ def test_every_operation_answers_as_documented(app_schema: tuple[Any, Any]) -> N
             @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
             @given(case=operation.as_strategy(generation_mode=mode))
             def run(case: Any) -> None:
-                seen[case.call_and_validate(headers=api.headers("admin"), checks=CHECKS).status_code] += 1
+                # A case whose headers were made invalid (Authorization left out, say) is sent as it is.
+                headers = None if _headers_mutated(case) else api.headers("admin")
+                seen[case.call_and_validate(headers=headers, checks=CHECKS).status_code] += 1
 
             try:
                 run()
