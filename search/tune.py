@@ -20,7 +20,8 @@ Measurement protocol (what every figure a tuning reports stands on):
    the lowest re-timed median.
 
 ``search`` knows no database and no web: the Optuna storage and the sink for trial records come from
-the caller (the CLI and the service's workers wire them to ``db``).
+the caller (the CLI and the service's workers wire them to ``db``). Several workers (processes,
+machines) may share one study: see :func:`tune`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from search.measure import (
 )
 from search.measure import compile_workers as pool_size
 from search.strategies import Budget, Outcome, SearchResult, TrialRecord, search
+from search.strategies.workers import LOST_AFTER_S
 from search.trial import TrialStatus
 
 #: The measuring process's environment: numpy's BLAS on one thread. Its idle threads spin after every
@@ -250,6 +252,8 @@ def tune(
     sink: Callable[[Trial], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     compile_workers: int | None = None,
+    worker: str | None = None,
+    lost_after_s: float | None = None,
 ) -> TuneResult:
     """Find the fastest correct schedule of ``spec`` on ``target`` (see the module docstring).
 
@@ -259,6 +263,11 @@ def tune(
     then ends after the batch in progress, and the best of what was measured is re-timed and returned.
     ``compile_workers`` is how many candidates are built at once (default: one per core, as memory
     allows); it is also how many the strategy proposes at a time.
+
+    Several workers may tune one study at once (the same ``storage`` and ``study_key``, PostgreSQL for
+    several processes): each evaluates points no other holds, all stop at the shared trial budget, and a
+    trial whose worker has sent no heartbeat for ``lost_after_s`` (default: a minute plus ``timeout_s``)
+    is failed and its point re-run once (``search.strategies.workers``). ``worker`` names this one.
     Raises :class:`TuneError` when no candidate was correct. Builds and measurements run in spawned
     processes, so a script calling this guards its entry point with ``if __name__ == "__main__":``.
     """
@@ -289,7 +298,8 @@ def tune(
 
             found: SearchResult = search(space, None, strategy, budget, storage=storage, study_key=study_key,
                                          seed=seed, on_trial=progressed, should_stop=should_stop,
-                                         evaluate=evaluate, batch=workers)
+                                         evaluate=evaluate, batch=workers, worker=worker,
+                                         lost_after_s=lost_after_s or LOST_AFTER_S + timeout_s)
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
         finally:
