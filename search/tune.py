@@ -26,6 +26,7 @@ machines) may share one study: see :func:`tune`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, wait
@@ -33,6 +34,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
+
+import optuna
 
 from compiler.backends import Artifact, Target
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
@@ -135,6 +138,18 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the caller may hold threads (OpenMP, BLAS) that fork would copy in an unknown state. A script
     # that calls tune must guard its entry point (``if __name__ == "__main__":``), as for any spawn pool.
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Optuna at WARNING for the tuning's length (its INFO line per trial drowns a progress display),
+    the caller's level restored after, whatever it was."""
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(level, optuna.logging.WARNING))
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(level)
 
 
 def _peak(device: object) -> float | None:
@@ -278,7 +293,7 @@ def tune(
     started = time.monotonic()
     counts: dict[str, int] = {}
     workers = pool_size(compile_workers)
-    with IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
+    with _quiet_optuna(), IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
         run = _Run(target, spec_data, level, protocol, seed, timeout_s, _new_pool(workers), child, workers=workers)
         try:
 

@@ -160,3 +160,18 @@ def test_values_outside_the_space_are_pruned_before_compiling() -> None:
     spec = {"op": "softmax", "rows": 4, "cols": 8}
     built = build_candidate(BuildRequest(get_target("cpu"), spec, 2, {"lanes": 3, "unroll": 1, "rows_per_block": 1}))
     assert built.status is TrialStatus.INVALID and built.artifact is None and "not a schedule" in built.message
+
+
+def test_tune_silences_optunas_info_lines_and_restores_the_callers_level(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = parse_spec({"op": "reduce", "shape": [3, 7], "axis": 1, "kind": "max"})
+    levels: list[int] = []
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        tune(spec, get_target("cpu"), budget=Budget(trials=2), protocol=QUICK, compile_workers=1,
+             on_progress=lambda _: levels.append(optuna.logging.get_verbosity()))
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    assert levels == [optuna.logging.WARNING] * 2
+    assert "Trial 0" not in capsys.readouterr().err
