@@ -1,9 +1,14 @@
-"""The one-call GPU check: every template's level-1 space verified on the GPU against numpy.
+"""The one-call GPU check: every template's level-1 space verified on the GPU against numpy, then matmul
+tuned and timed against cuBLAS.
 
-Run it on a machine with an NVIDIA GPU (``python bench/gpu_check.py``); it prints the toolchain, then
-one summary row per (operator spec, template space) and every failing schedule with its message, and
-exits 1 if any schedule fails. Without a GPU it says why and exits 2. Later stages (tuning, timing
-against cuBLAS) are added here so that one command covers everything that needs a device.
+Run it on a machine with an NVIDIA GPU (``python bench/gpu_check.py``, about 8 minutes on an H200); it
+prints the toolchain, then one summary row per (operator spec, template space) and every failing
+schedule with its message, then the tuning section (``bench/gpu_tune.py``): per workload ours, cuBLAS,
+their ratio, TFLOP/s and % of peak. Each section prints its elapsed time. It exits 1 if any schedule
+fails. Without a GPU it says why and exits 2.
+
+``--dry-run`` needs no GPU: it prints the tuning plan and builds each workload's first candidates with
+NVRTC for sm_90 (the H200's limits). ``--only``, ``--workloads`` and ``--skip-verify`` narrow a run.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ import sys
 import time
 from collections import Counter
 
+import gpu_tune
 from scratch_cache import add_cache_option, use_cache_dir
 
 from compiler.backends import get_target
-from compiler.device import DEVICES, DeviceSpec
+from compiler.device import DEFAULT_GPU, DEVICES, DeviceSpec, device_preset
 from compiler.ops import operators, parse_spec
 from compiler.toolchain import detect_gpus
 from search.trial import TrialStatus
@@ -60,27 +66,16 @@ def gpu_device() -> DeviceSpec:
     return preset
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--level", type=int, default=1)
-    parser.add_argument("--only", help="check only this operator")
-    add_cache_option(parser)
-    args = parser.parse_args()
-    use_cache_dir(args.cache_dir)
-    reason = get_target("cuda").unavailable_reason()
-    if reason is not None:
-        print(reason, file=sys.stderr)
-        return 2
-    device = gpu_device()
-    target = get_target("cuda", gpu=device, archs=(device.arch,))
+def verify(target: object, device: DeviceSpec, level: int, only: str | None) -> int:
+    """Every template's space at ``level`` checked on the GPU; 1 if any schedule failed."""
     rows: list[list[object]] = []
     failures: list[str] = []
     for name, operator in sorted(operators().items()):
-        if args.only and name != args.only:
+        if only and name != only:
             continue
         for data in SPECS.get(name, []):
             spec = parse_spec(data)
-            space = operator.space(spec, device, args.level)
+            space = operator.space(spec, device, level)
             start = time.perf_counter()
             schedules = space.candidates()
             # One at a time: the GPU target launches in this process, on one context.
@@ -98,6 +93,44 @@ def main() -> int:
     for line in failures:
         print("FAIL", line)
     return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--level", type=int, default=1)
+    parser.add_argument("--only", help="verify only this operator")
+    parser.add_argument("--workloads", help="tune only the workloads whose label contains one of these "
+                        "comma-separated words (e.g. '16bit,bert')")
+    parser.add_argument("--skip-verify", action="store_true", help="only the tuning section")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: print the tuning plan and build its "
+                        "first candidates with NVRTC for sm_90")
+    parser.add_argument("--trials", type=int, default=gpu_tune.TRIALS, help="candidates built per workload "
+                        "in a dry run")
+    add_cache_option(parser)
+    args = parser.parse_args()
+    use_cache_dir(args.cache_dir)
+    started = time.monotonic()
+    if args.dry_run:
+        device = device_preset(DEFAULT_GPU)
+        target = get_target("cuda", gpu=device, archs=(device.arch,))
+        print(f"dry run: no timing; limits of preset {device.name} ({device.arch})")
+        status = gpu_tune.dry_run(target, device, args.workloads, args.trials)
+        print(f"tuning plan: {time.monotonic() - started:.0f} s")
+        return status
+    reason = get_target("cuda").unavailable_reason()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 2
+    device = gpu_device()
+    target = get_target("cuda", gpu=device, archs=(device.arch,))
+    status = 0
+    if not args.skip_verify:
+        status = verify(target, device, args.level, args.only)
+        print(f"verification: {time.monotonic() - started:.0f} s", flush=True)
+    tuning = time.monotonic()
+    gpu_tune.run(target, device, started, args.workloads)
+    print(f"tuning: {time.monotonic() - tuning:.0f} s; whole check: {time.monotonic() - started:.0f} s")
+    return status
 
 
 if __name__ == "__main__":

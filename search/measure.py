@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,44 @@ from compiler.backends.timing import Protocol, Samples
 from compiler.ops import get_operator, parse_spec
 from search.trial import TrialStatus
 from search.verify import CheckResult, Oracle, compile_schedule
+
+#: Memory one build may hold at its peak (g++ -O3 on a large generated kernel, NVRTC with its headers,
+#: plus the worker's interpreter): what bounds the compile pool on a machine with little memory.
+BUILD_MEMORY_BYTES = 3 * 2**29
+
+
+def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """Memory the kernel says can be allocated without swapping (``MemAvailable``), if it says."""
+    try:
+        with open(meminfo, encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def compile_workers(requested: int | None = None, *, cores: int | None = None,
+                    available_bytes: int | None = None) -> int:
+    """How many candidates a tuning builds at once: ``requested`` if given, else one per core, as many as
+    memory allows (``BUILD_MEMORY_BYTES`` each); at least one. ``cores`` and ``available_bytes`` default
+    to this machine's.
+
+    >>> compile_workers(cores=16, available_bytes=6 * 2**30), compile_workers(3)
+    (4, 3)
+    >>> compile_workers(cores=2, available_bytes=2**40), compile_workers(cores=8, available_bytes=2**20)
+    (2, 1)
+    """
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"compile_workers must be at least 1, got {requested}")
+        return requested
+    if cores is None:  # the cores this process may run on, not the machine's (a container, taskset)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    memory = available_bytes if available_bytes is not None else available_memory_bytes()
+    by_memory = memory // BUILD_MEMORY_BYTES if memory is not None else cores
+    return max(1, min(cores, by_memory))
 
 
 @dataclass(frozen=True)

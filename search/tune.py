@@ -3,40 +3,57 @@ compile pool, checked and timed in the measuring process, the best re-timed at t
 
 Measurement protocol (what every figure a tuning reports stands on):
 
-1. a candidate is built and compiled in a pool process, with a time-out (``search.measure.build_candidate``);
-   the space is rebuilt there from (operator, spec, level, target), never pickled;
+1. candidates are built and compiled in a pool of processes, several at once (one per core, as many as
+   memory allows: ``search.measure.compile_workers``), each with a time-out
+   (``search.measure.build_candidate``); the space is rebuilt there from (operator, spec, level, target),
+   never pickled;
 2. candidates whose binaries are identical (the same artifact key) are measured once;
 3. the artifact is checked against the numpy reference on random inputs drawn for this tuning (outputs
    poisoned first) in a long-lived measuring process, and only a correct one is timed under the target's
    protocol (``compiler.backends.timing``); a crash or hang there fails that trial only
    (``search.isolation``);
-4. compiling and timing never overlap: the pool builds one candidate, then the measuring process times
-   it, so on the cpu the cores that time are not also compiling;
+4. compiling and timing never overlap: the pool builds a batch of candidates (as many as it has
+   workers) and only when every build of the batch has ended (or been killed at its time-out) does the
+   measuring process check and time them, one by one; the next batch is built after that. On the cpu
+   the cores that time are the cores that compile, so none of them compiles while a kernel is timed;
 5. the best three by median are re-timed interleaved (``search.measure.retime``); the reported best is
    the lowest re-timed median.
 
 ``search`` knows no database and no web: the Optuna storage and the sink for trial records come from
-the caller (the CLI and the service's workers wire them to ``db``).
+the caller (the CLI and the service's workers wire them to ``db``). Several workers (processes,
+machines) may share one study: see :func:`tune`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
+
+import optuna
 
 from compiler.backends import Artifact, Target
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
 from compiler.ops import get_operator
 from compiler.space import Space
 from search.isolation import Crashed, IsolatedProcess, Raised, Returned, TimedOut
-from search.measure import BuildRequest, Built, Measurement, MeasureRequest, build_candidate, measure_candidate, retime
+from search.measure import (
+    BuildRequest,
+    Built,
+    Measurement,
+    MeasureRequest,
+    build_candidate,
+    measure_candidate,
+    retime,
+)
+from search.measure import compile_workers as pool_size
 from search.strategies import Budget, Outcome, SearchResult, TrialRecord, search
+from search.strategies.workers import LOST_AFTER_S
 from search.trial import TrialStatus
 
 #: The measuring process's environment: numpy's BLAS on one thread. Its idle threads spin after every
@@ -117,10 +134,22 @@ class TuneError(RuntimeError):
     """No candidate of the space was both correct and timed: there is no result to report."""
 
 
-def _new_pool() -> ProcessPoolExecutor:
+def _new_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the caller may hold threads (OpenMP, BLAS) that fork would copy in an unknown state. A script
     # that calls tune must guard its entry point (``if __name__ == "__main__":``), as for any spawn pool.
-    return ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Optuna at WARNING for the tuning's length (its INFO line per trial drowns a progress display),
+    the caller's level restored after, whatever it was."""
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(level, optuna.logging.WARNING))
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(level)
 
 
 def _peak(device: object) -> float | None:
@@ -146,9 +175,19 @@ class _Run:
     #: The parameter values of each artifact measured (the first that built it).
     values: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    workers: int = 1
+
     def objective(self, values: dict[str, Any]) -> tuple[Outcome, Trial]:
-        built = self._build(values)
-        number = len(self.trials)
+        """Build, check and time one candidate (not recorded in ``trials``)."""
+        return next(self.evaluate([values]))
+
+    def evaluate(self, points: list[dict[str, Any]]) -> Iterator[tuple[Outcome, Trial]]:
+        """Build every point in the pool at once, then check and time them one by one (in order), each
+        answered as it is measured. Nothing is timed while the pool compiles."""
+        for values, built in zip(points, self._build_all(points), strict=True):
+            yield self._measured(values, built, len(self.trials))
+
+    def _measured(self, values: dict[str, Any], built: Built, number: int) -> tuple[Outcome, Trial]:
         if built.artifact is None:
             trial = Trial(number, values, built.status, built.message, built.compile_s, resources=built.resources)
             return Outcome.failed(built.status, built.message), trial
@@ -165,22 +204,37 @@ class _Run:
             return Outcome.failed(measured.status, measured.message), trial
         return Outcome.ok(measured.samples.median_ns / 1e6), trial
 
-    def _build(self, values: dict[str, Any]) -> Built:
-        try:
-            future = self.pool.submit(build_candidate, BuildRequest(self.target, self.spec, self.level, values))
-            return future.result(timeout=self.timeout_s)
-        except FutureTimeout:
-            self._replace_pool()  # the hung build still holds the worker
-            return Built(values, TrialStatus.TIMEOUT, f"build ran past {self.timeout_s:g} s")
-        except BrokenProcessPool as exc:  # the worker died (killed, out of memory): this candidate fails
+    def _build_all(self, points: list[dict[str, Any]]) -> list[Built]:
+        """Every point built in the pool, each within the time-out (counted from submission: a batch is
+        never larger than the pool, so every build starts at once). A build that hangs is killed with its
+        worker; when a worker dies, the builds the broken pool took with it are built again alone, so
+        only the candidate that killed it fails."""
+        futures = [self.pool.submit(build_candidate, BuildRequest(self.target, self.spec, self.level, values))
+                   for values in points]
+        _, late = wait(futures, timeout=self.timeout_s)
+        results: list[Built | None] = []
+        broken: list[int] = []
+        for index, (values, future) in enumerate(zip(points, futures, strict=True)):
+            if future in late:
+                results.append(Built(values, TrialStatus.TIMEOUT, f"build ran past {self.timeout_s:g} s"))
+                continue
+            try:
+                results.append(future.result())
+            except BrokenProcessPool as exc:  # a worker died (killed, out of memory)
+                results.append(Built(values, TrialStatus.COMPILE_ERROR, f"the build process died: {exc}"))
+                broken.append(index)
+        if late or broken:
             self._replace_pool()
-            return Built(values, TrialStatus.COMPILE_ERROR, f"the build process died: {exc}")
+        if len(broken) > 1:
+            for index in broken:
+                results[index] = self._build_all([points[index]])[0]
+        return [r for r in results if r is not None]
 
     def _replace_pool(self) -> None:
         for process in list(getattr(self.pool, "_processes", {}).values()):
             process.kill()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.pool = _new_pool()
+        self.pool = _new_pool(self.workers)
 
     def _measure(self, artifact: Artifact) -> Measurement:
         request = MeasureRequest(self.target, self.spec, artifact, self.protocol, self.seed, self.timeout_s)
@@ -212,13 +266,23 @@ def tune(
     on_progress: Callable[[Progress], None] | None = None,
     sink: Callable[[Trial], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    compile_workers: int | None = None,
+    worker: str | None = None,
+    lost_after_s: float | None = None,
 ) -> TuneResult:
     """Find the fastest correct schedule of ``spec`` on ``target`` (see the module docstring).
 
     ``storage`` is an Optuna storage (None: in memory) and ``study_key`` the study's name in it (one
     per workload, target device, toolchain and space); ``sink`` receives every trial as it ends;
     ``should_stop`` is asked before each proposal (a cancelled job, a worker told to stop): the search
-    then ends after the trial in progress, and the best of what was measured is re-timed and returned.
+    then ends after the batch in progress, and the best of what was measured is re-timed and returned.
+    ``compile_workers`` is how many candidates are built at once (default: one per core, as memory
+    allows); it is also how many the strategy proposes at a time.
+
+    Several workers may tune one study at once (the same ``storage`` and ``study_key``, PostgreSQL for
+    several processes): each evaluates points no other holds, all stop at the shared trial budget, and a
+    trial whose worker has sent no heartbeat for ``lost_after_s`` (default: a minute plus ``timeout_s``)
+    is failed and its point re-run once (``search.strategies.workers``). ``worker`` names this one.
     Raises :class:`TuneError` when no candidate was correct. Builds and measurements run in spawned
     processes, so a script calling this guards its entry point with ``if __name__ == "__main__":``.
     """
@@ -228,17 +292,18 @@ def tune(
     spec_data = spec.model_dump(mode="json")
     started = time.monotonic()
     counts: dict[str, int] = {}
-    with IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
-        run = _Run(target, spec_data, level, protocol, seed, timeout_s, _new_pool(), child)
+    workers = pool_size(compile_workers)
+    with _quiet_optuna(), IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
+        run = _Run(target, spec_data, level, protocol, seed, timeout_s, _new_pool(workers), child, workers=workers)
         try:
 
-            def objective(values: dict[str, Any]) -> Outcome:
-                outcome, trial = run.objective(values)
-                run.trials.append(trial)
-                counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
-                if sink is not None:
-                    sink(trial)
-                return outcome
+            def evaluate(points: list[dict[str, Any]]) -> Iterator[Outcome]:
+                for outcome, trial in run.evaluate(points):
+                    run.trials.append(trial)
+                    counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+                    if sink is not None:
+                        sink(trial)
+                    yield outcome
 
             def progressed(record: TrialRecord) -> None:
                 if on_progress is not None:
@@ -246,9 +311,10 @@ def tune(
                     on_progress(Progress(len(run.trials), budget.trials, dict(counts), best,
                                          time.monotonic() - started))
 
-            found: SearchResult = search(space, objective, strategy, budget, storage=storage,
-                                         study_key=study_key, seed=seed, on_trial=progressed,
-                                         should_stop=should_stop)
+            found: SearchResult = search(space, None, strategy, budget, storage=storage, study_key=study_key,
+                                         seed=seed, on_trial=progressed, should_stop=should_stop,
+                                         evaluate=evaluate, batch=workers, worker=worker,
+                                         lost_after_s=lost_after_s or LOST_AFTER_S + timeout_s)
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
         finally:

@@ -9,7 +9,7 @@ knows nothing of Optuna; search knows nothing of databases or the web.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,6 +41,9 @@ class Outcome:
 
 
 Objective = Callable[[dict[str, Any]], Outcome]
+#: Evaluates several points at once (built together, then measured one by one): yields one outcome per
+#: point, in the order given, each as soon as it is known, so the driver tells the study as they finish.
+BatchObjective = Callable[[list[dict[str, Any]]], Iterator[Outcome]]
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ class SearchResult:
 
 @dataclass
 class History:
-    """What a proposer may read: the evaluated points in order and the points not to propose again."""
+    """What a proposer may read: the evaluated points in order and the points not to propose again
+    (evaluated, or pending: proposed in this batch, or being evaluated by another worker)."""
 
     space: Space[Any]
     records: list[TrialRecord]

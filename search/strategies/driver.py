@@ -6,22 +6,50 @@ resume the study's evaluated trials are read back, count against the trial budge
 proposed again. Points that break the space's constraints, and points already evaluated or being
 evaluated by another worker, are told to the study as rejected proposals: they never reach the
 objective and never count against the budget. The template's default schedule is evaluated first.
+
+Several workers may run on one study (``search.strategies.workers``): before each batch the driver
+reads the study again; what other workers evaluated joins the history and counts against the trial
+budget, what they are evaluating is taken (and counts against the budget until it ends), and a trial
+whose worker stopped sending heartbeats is failed and its point enqueued again, once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from compiler.space import Space
 from search.space_optuna import decode_params, encode_values, suggest
-from search.strategies.base import Budget, History, Objective, Outcome, SearchResult, Strategy, TrialRecord
+from search.strategies.base import (
+    BatchObjective,
+    Budget,
+    History,
+    Objective,
+    Outcome,
+    SearchResult,
+    Strategy,
+    TrialRecord,
+)
+from search.strategies.workers import (
+    HEARTBEAT_S,
+    LOST_AFTER_S,
+    Heartbeat,
+    claim,
+    fail_lost,
+    is_evaluated,
+    last_heard,
+    point_of,
+    standing,
+    worker_id,
+)
 from search.trial import TrialStatus
 
 #: Rejected proposals in a row after which the driver substitutes an untried valid point.
@@ -78,7 +106,7 @@ def untried_point(history: History, tries: int = 10_000) -> dict[str, Any] | Non
 
 def run_search(
     space: Space[Any],
-    objective: Objective,
+    objective: Objective | None,
     strategy: Strategy,
     budget: Budget,
     *,
@@ -87,88 +115,258 @@ def run_search(
     seed: int = 0,
     on_trial: Callable[[TrialRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    evaluate: BatchObjective | None = None,
+    batch: int = 1,
+    worker: str | None = None,
+    lost_after_s: float = LOST_AFTER_S,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> SearchResult:
     """Search ``space`` for the point ``objective`` rates lowest, with ``strategy``, within ``budget``.
 
-    ``should_stop`` is asked before every proposal; when it says yes the search ends (``stopped`` is
-    ``"stopped"``) after the trial in progress, so a cancelled or terminated tuning loses no measurement.
+    ``batch`` points are proposed at a time (never more than the trial budget has room for): each is
+    asked of the study and held pending, in ``history.taken``, so no strategy proposes it twice; then
+    ``evaluate`` (default: ``objective`` on each point in turn) evaluates them together and the study
+    is told of each as its outcome comes. ``should_stop`` is asked before every proposal; when it says
+    yes the search ends (``stopped`` is ``"stopped"``) after the batch in progress, so a cancelled or
+    terminated tuning loses no measurement.
+
+    On a study shared with other workers (any storage but Optuna's in-memory one), ``worker`` names this
+    one (default: host, process and a random part); a trial of another worker not heard of for
+    ``lost_after_s`` is failed as lost and its point enqueued again; this worker's pending trials send
+    a heartbeat every ``heartbeat_s``. When the budget's remaining trials are all being evaluated by
+    other workers, this one waits for them (they may be lost) instead of stopping short.
     """
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    if evaluate is None:
+        if objective is None:
+            raise ValueError("run_search needs an objective or a batch evaluator")
+        evaluate = _one_by_one(objective)
     key = study_key or f"{space.template}:{space.fingerprint}"
     study = open_study(space, key, storage, strategy.sampler(space, seed))
-    invalid_mode = getattr(strategy, "invalid_mode", "constraint")
-    records: list[TrialRecord] = []
-    taken: set[tuple[int, ...]] = set()
-    for trial in study.get_trials(deepcopy=False):
-        if trial.user_attrs.get("evaluated") and trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-            records.append(_record(space, trial))
-        if trial.user_attrs.get("evaluated") or trial.state is TrialState.RUNNING:
-            taken.add(space.key(decode_params(space, trial.params)))
-    history = History(space, records, taken, random.Random(seed))
-    rejected: Counter[str] = Counter()
-    started = time.monotonic()
-    best = min((r.value for r in records if r.value is not None), default=None)
-    since_gain = 0
-    in_a_row = 0
-    default = space.default_values()
+    shared = storage is not None and not isinstance(storage, optuna.storages.InMemoryStorage)
+    loop = _Loop(space, study, strategy, budget, random.Random(seed), on_trial,
+                 _Sharing(worker or worker_id(), lost_after_s, heartbeat_s) if shared else None)
+    first = True
     while True:
-        stop = _stop_reason(budget, len(records), time.monotonic() - started, since_gain)
+        if not first:  # what other workers did meanwhile (the first read was the loop's own)
+            loop.sync()
+        first = False
+        stop = loop.stop_reason()
         if not stop and should_stop is not None and should_stop():
             stop = "stopped"
         if stop:
             break
-        try:
-            if default is not None and space.key(default) not in taken:
-                proposal = default
-            elif in_a_row >= MAX_REJECTIONS:
-                proposal = untried_point(history)
-                if proposal is None:
-                    raise SpaceExhausted
-            else:
-                proposal = strategy.propose(history)
-        except SpaceExhausted:
-            stop = "space exhausted"
-            break
-        if proposal is not None:
-            study.enqueue_trial(encode_values(space, proposal))
-        trial = study.ask()
-        values = suggest(trial, space)
-        point = space.key(values)
-        reason = "invalid" if not space.is_valid(values) else "repeat" if point in taken else None
-        if reason is not None:
-            rejected[reason] += 1
-            in_a_row += 1
-            _reject(study, trial, reason, invalid_mode)
+        room = batch if budget.trials is None else min(batch, budget.trials - len(loop.records) - loop.running)
+        if room <= 0:  # the rest of the budget is being evaluated by other workers: wait for them
+            time.sleep(min(1.0, heartbeat_s))
             continue
-        in_a_row = 0
-        taken.add(point)
-        begun = time.monotonic()
+        pending, stop = loop.collect(room)
+        if pending:
+            loop.evaluate(pending, evaluate)
+        if stop:
+            break
+    return SearchResult(tuple(loop.records), stop, key, dict(loop.rejected))
+
+
+def _one_by_one(objective: Objective) -> BatchObjective:
+    def evaluate(points: list[dict[str, Any]]) -> Iterator[Outcome]:
+        for values in points:
+            yield objective(values)
+
+    return evaluate
+
+
+class _Sharing:
+    """How this worker takes part in a shared study."""
+
+    def __init__(self, worker: str, lost_after_s: float, heartbeat_s: float) -> None:
+        if not (lost_after_s > 0 and heartbeat_s > 0):
+            raise ValueError(f"lost_after_s and heartbeat_s must be positive, got {lost_after_s}, {heartbeat_s}")
+        self.worker, self.lost_after_s, self.heartbeat_s = worker, lost_after_s, heartbeat_s
+
+
+class _Loop:
+    """The state of one search: the study, what was evaluated, what is taken, the budget's counters."""
+
+    def __init__(self, space: Space[Any], study: optuna.Study, strategy: Strategy, budget: Budget,
+                 rng: random.Random, on_trial: Callable[[TrialRecord], None] | None,
+                 sharing: _Sharing | None) -> None:
+        self.space, self.study, self.strategy, self.budget, self.on_trial = space, study, strategy, budget, on_trial
+        self.sharing = sharing
+        self.invalid_mode = getattr(strategy, "invalid_mode", "constraint")
+        self.records: list[TrialRecord] = []
+        #: What strategies must not propose: evaluated, running anywhere, or waiting in the queue.
+        self.taken: set[tuple[int, ...]] = set()
+        #: What must not be evaluated again: evaluated, or running anywhere (a queued point may be).
+        self.blocked: set[tuple[int, ...]] = set()
+        #: Trial numbers already in ``records``.
+        self.known: set[int] = set()
+        #: Trials other workers are evaluating now (they count against the trial budget).
+        self.running = 0
+        #: Points waiting in the study's queue, to be asked for before anything new is proposed.
+        self.queued: set[tuple[int, ...]] = set()
+        self.history = History(space, self.records, self.taken, rng)
+        self.rejected: Counter[str] = Counter()
+        self.best: float | None = None
+        self.since_gain = 0
+        self.sync()
+        self.since_gain = 0  # patience counts this call's trials and those other workers add from now on
+        self.started = time.monotonic()
+        self.in_a_row = 0
+        self.default = space.default_values()
+
+    def sync(self) -> None:
+        """Read the study again: evaluated trials not yet known join the records (resumed, or another
+        worker's), running and queued points are taken, and lost trials are failed and re-enqueued."""
+        now = time.time()
+        blocked: set[tuple[int, ...]] = set()
+        waiting: set[tuple[int, ...]] = set()
+        running = 0
+        for trial in self.study.get_trials(deepcopy=False):
+            if is_evaluated(trial):
+                blocked.add(self.space.key(decode_params(self.space, trial.params)))
+                if trial.number not in self.known:
+                    self.known.add(trial.number)
+                    self._add(_record(self.space, trial))
+            elif trial.state is TrialState.RUNNING:
+                heard = last_heard(trial)
+                if self.sharing is not None and heard is not None and now - heard > self.sharing.lost_after_s:
+                    if fail_lost(self.study, trial, self.sharing.worker, now):
+                        waiting.add(self.space.key(decode_params(self.space, trial.params)))
+                    continue
+                running += 1
+                point = point_of(trial)
+                if point is not None:
+                    blocked.add(point)
+                elif trial.params:  # an older trial, without a claim: its parameters are complete
+                    blocked.add(self.space.key(decode_params(self.space, trial.params)))
+            elif trial.state is TrialState.WAITING and trial.system_attrs.get("fixed_params"):
+                waiting.add(self.space.key(decode_params(self.space, trial.system_attrs["fixed_params"])))
+        self.running = running
+        self.blocked = blocked
+        self.queued = waiting - blocked
+        self.taken.clear()
+        self.taken.update(blocked | waiting)
+
+    def stop_reason(self) -> str:
+        return _stop_reason(self.budget, len(self.records), time.monotonic() - self.started, self.since_gain)
+
+    def _propose(self) -> dict[str, Any] | None:
+        if self.default is not None and self.space.key(self.default) not in self.taken:
+            return self.default
+        if self.in_a_row >= MAX_REJECTIONS:
+            proposal = untried_point(self.history)
+            if proposal is None:
+                raise SpaceExhausted
+            return proposal
+        return self.strategy.propose(self.history)
+
+    def collect(self, room: int) -> tuple[list[tuple[optuna.Trial, dict[str, Any]]], str]:
+        """Up to ``room`` new valid points, each asked of the study and taken; and "space exhausted" when
+        the proposer ran out before."""
+        pending: list[tuple[optuna.Trial, dict[str, Any]]] = []
+        while len(pending) < room:
+            if self.queued:
+                # Points in the study's queue (a lost trial's, a proposal another worker's ask did not
+                # take) go first: the study's ask takes the oldest of them. Each is counted once here,
+                # so the loop ends even if other workers take them first.
+                self.queued.pop()
+                proposal = None
+            else:
+                try:
+                    proposal = self._propose()
+                except SpaceExhausted:
+                    return pending, "space exhausted"
+            if proposal is not None:
+                self.study.enqueue_trial(encode_values(self.space, proposal))
+            trial = self.study.ask()
+            values = suggest(trial, self.space)
+            point = self.space.key(values)
+            if proposal is not None and point != self.space.key(proposal):
+                # The ask took an older queued point (another worker's); this proposal waits its turn.
+                self.queued.add(self.space.key(proposal))
+                self.taken.add(self.space.key(proposal))
+            reason = "invalid" if not self.space.is_valid(values) else "repeat" if point in self.blocked else None
+            if reason is None and self.sharing is not None:
+                claim(trial, point, self.sharing.worker)
+                held, ahead = standing(self.study, trial, point, (t.number for t, _ in pending))
+                over = self.budget.trials is not None and ahead >= self.budget.trials
+                if held or over:
+                    # This worker's view of the study is behind: another worker holds the point, or the
+                    # budget is spent. Give the trial up and read the study again before proposing more
+                    # (else a proposer would insist on the point).
+                    if held:
+                        self.taken.add(point)
+                        self.blocked.add(point)
+                    self.rejected["repeat" if held else "over budget"] += 1
+                    _reject(self.study, trial, "repeat" if held else "over budget", self.invalid_mode)
+                    return pending, ""
+            if reason is not None:
+                self.rejected[reason] += 1
+                self.in_a_row += 1
+                _reject(self.study, trial, reason, self.invalid_mode)
+                continue
+            self.in_a_row = 0
+            self.taken.add(point)
+            self.blocked.add(point)
+            pending.append((trial, values))
+        return pending, ""
+
+    def evaluate(self, pending: list[tuple[optuna.Trial, dict[str, Any]]], evaluate: BatchObjective) -> None:
+        """Evaluate the pending points together and tell the study of each as its outcome comes; a
+        failure of the evaluator fails the trials it left untold, then propagates."""
+        told = 0
+        beating = (Heartbeat(self.study, [t for t, _ in pending], self.sharing.heartbeat_s)
+                   if self.sharing is not None else None)
         try:
-            outcome = objective(values)
-        except BaseException:
-            study.tell(trial, state=TrialState.FAIL)
-            raise
-        seconds = time.monotonic() - begun
-        trial.set_user_attr("evaluated", True)
-        trial.set_user_attr("status", outcome.status.value)
-        trial.set_user_attr("seconds", seconds)
-        if outcome.message:
-            trial.set_user_attr("message", outcome.message[:2000])
-        if outcome.value is not None:
-            study.tell(trial, outcome.value)
-        else:
-            trial.set_constraint("feasible", 1.0)
-            study.tell(trial, state=TrialState.PRUNED)
+            with beating or contextlib.nullcontext():
+                begun = time.monotonic()
+                for (trial, values), outcome in zip(pending, evaluate([v for _, v in pending]), strict=False):
+                    now = time.monotonic()
+                    if beating is not None:
+                        beating.done(trial)
+                    self._tell(trial, values, outcome, now - begun)
+                    begun = now
+                    told += 1
+            if told < len(pending):
+                raise RuntimeError(f"the evaluator gave {told} outcomes for {len(pending)} points")
+        finally:
+            for trial, _ in pending[told:]:
+                with contextlib.suppress(UpdateFinishedTrialError):  # failed as lost by another worker
+                    self.study.tell(trial, state=TrialState.FAIL)
+
+    def _tell(self, trial: optuna.Trial, values: dict[str, Any], outcome: Outcome, seconds: float) -> None:
+        try:
+            trial.set_user_attr("evaluated", True)
+            trial.set_user_attr("status", outcome.status.value)
+            trial.set_user_attr("seconds", seconds)
+            if outcome.message:
+                trial.set_user_attr("message", outcome.message[:2000])
+            if outcome.value is not None:
+                self.study.tell(trial, outcome.value)
+            else:
+                trial.set_constraint("feasible", 1.0)
+                self.study.tell(trial, state=TrialState.PRUNED)
+        except UpdateFinishedTrialError:
+            # Another worker took this trial for lost (this one was silent too long) and re-enqueued its
+            # point: the study keeps that re-run, not this result.
+            return
+        self.known.add(trial.number)
         record = TrialRecord(trial.number, values, outcome, seconds)
-        records.append(record)
-        if outcome.value is not None and (best is None or outcome.value < best * (1 - budget.min_gain)):
-            since_gain = 0
+        self._add(record)
+        if self.on_trial is not None:
+            self.on_trial(record)
+
+    def _add(self, record: TrialRecord) -> None:
+        self.records.append(record)
+        value = record.value
+        if value is not None and (self.best is None or value < self.best * (1 - self.budget.min_gain)):
+            self.since_gain = 0
         else:
-            since_gain += 1
-        if outcome.value is not None and (best is None or outcome.value < best):
-            best = outcome.value
-        if on_trial is not None:
-            on_trial(record)
-    return SearchResult(tuple(records), stop, key, dict(rejected))
+            self.since_gain += 1
+        if value is not None and (self.best is None or value < self.best):
+            self.best = value
 
 
 def _stop_reason(budget: Budget, evaluated: int, elapsed: float, since_gain: int) -> str:
@@ -183,7 +381,7 @@ def _stop_reason(budget: Budget, evaluated: int, elapsed: float, since_gain: int
 
 def _reject(study: optuna.Study, trial: optuna.Trial, reason: str, mode: str) -> None:
     trial.set_user_attr("rejected", reason)
-    if reason == "repeat" or mode == "fail":
+    if reason in ("repeat", "over budget") or mode == "fail":
         # A repeat carries no news; telling it as complete would make the sampler insist on it.
         study.tell(trial, state=TrialState.FAIL)
         return

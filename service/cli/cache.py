@@ -39,6 +39,7 @@ from db.repository import get_kernel
 from db.session import create_engine_for, session_scope
 from service.cli.db import database_url, describe_revision, shown
 from service.cli.errors import CliError
+from service.cli.table import print_table
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -130,13 +131,9 @@ def ls_command(args: argparse.Namespace) -> int:
             }
             print(json.dumps({**summary, "latency_us": k.result.latency_us, "size_bytes": k.size_bytes}))
         return 0
-    header = f"{'ID':>6}  {'WORKLOAD':<26} {'DEVICE':<40} {'LATENCY_US':>11} {'HITS':>5} {'SIZE':>10}  UPDATED"
-    print(header)
-    for k in kernels:
-        print(
-            f"{k.id:>6}  {k.workload.key:<26} {k.device.key:<40} {k.result.latency_us:>11.3f} {k.hits:>5} "
-            f"{human_bytes(k.size_bytes):>10}  {k.updated_at:%Y-%m-%d %H:%M}"
-        )
+    print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "HITS", "SIZE", "UPDATED"],
+                [[k.id, k.workload.key, k.device.key, f"{k.result.latency_us:.3f}", k.hits, human_bytes(k.size_bytes),
+                  f"{k.updated_at:%Y-%m-%d %H:%M}"] for k in kernels])
     print(f"{len(kernels)} kernel(s)")
     return 0
 
@@ -180,11 +177,10 @@ def stats_command(args: argparse.Namespace) -> int:
         print(json.dumps({"rows": stats.rows, "bytes": stats.bytes}))
         return 0
     print(f"kernels: {stats.rows}\nsize:    {human_bytes(stats.bytes)} ({stats.bytes} bytes)")
-    for title, groups in (("by device", stats.by_device), ("by operator", stats.by_op)):
+    for title, groups in (("device", stats.by_device), ("operator", stats.by_op)):
         if groups:
-            print(f"{title}:")
-            for name, rows, size in groups:
-                print(f"  {name:<48} {rows:>6} {human_bytes(size):>10}")
+            print()
+            print_table([title, "kernels", "size"], [[name, rows, human_bytes(size)] for name, rows, size in groups])
     return 0
 
 

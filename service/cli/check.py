@@ -22,7 +22,7 @@ from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules, summarize
 from service.cli.errors import CliError
 from service.cli.specs import validated_spec
-from service.cli.table import format_table
+from service.cli.table import print_table
 
 #: Seconds per schedule with the default 2 jobs, before any has been measured. emu: the 3,648
 #: schedules of a level-2 512^3 f32 matmul took about 45 minutes on two cores; cuda: two NVRTC
@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():
         print(file=sys.stderr)
     header = ["#", *schedule_values(results[0].schedule), "regs", "smem", "rel_err", "result", "note"]
-    print(format_table(header, [_row(i, r) for i, r in enumerate(results)]))
+    print_table(header, [_row(i, r) for i, r in enumerate(results)])
     summary = summarize(results)
     print(summary.line)
     problem = summary.problem()

@@ -1,8 +1,25 @@
-"""Plain-text tables for the command line: aligned columns, numbers to the right."""
+"""Tables for the command line, drawn by rich: aligned columns, numbers to the right.
+
+On a terminal rich fits the table to its width (folding the last column, the free text) and may use
+colour; anywhere else (a log, a pipe, a test) the table is plain text: no colour, no escape codes, no
+wrapping (lines as long as their cells), no trailing spaces, a rule of ASCII dashes under the header.
+``format_table`` is the older plain formatter, kept for the commands and benches that still call it.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+#: A header, one rule of dashes under it (one per column), nothing else: reads like a plain table.
+HEADER_RULE = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
+#: How wide a table may be when nothing sets a width (a log): wide enough never to fold a line.
+_UNBOUNDED = 100_000
 
 
 def format_value(value: object) -> str:
@@ -20,6 +37,45 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def rich_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, title: str | None = None) -> Table:
+    """``rows`` under ``header`` as a rich table: a column of numbers (``-`` for none) aligns right; the
+    last column is free text, the only one that may fold on a narrow terminal."""
+    cells = [[format_value(v) for v in row] for row in rows]
+    table = Table(box=HEADER_RULE, show_edge=False, pad_edge=False, collapse_padding=True, highlight=False, title=title,
+                  title_justify="left")
+    last = len(header) - 1
+    for index, name in enumerate(header):
+        column = [row[index] for row in cells]
+        numeric = index < last and any(_is_number(c) for c in column) and all(
+            _is_number(c) or c in ("", "-") for c in column)
+        table.add_column(name, justify="right" if numeric else "left", no_wrap=index < last,
+                         overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def render(table: Table, stream: TextIO) -> str:
+    """What :func:`print_table` writes to ``stream`` (without the final newline)."""
+    if stream.isatty():
+        console = Console(file=stream, highlight=False, emoji=False)
+        with console.capture() as captured:
+            console.print(table)
+        return captured.get().rstrip("\n")
+    console = Console(file=stream, width=_UNBOUNDED, color_system=None, no_color=True, highlight=False,
+                      emoji=False, force_terminal=False)
+    with console.capture() as captured:
+        console.print(table)
+    return "\n".join(line.rstrip() for line in captured.get().splitlines())
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, title: str | None = None,
+                file: TextIO | None = None) -> None:
+    """Print ``rows`` under ``header`` (see :func:`rich_table`) to ``file`` (standard output)."""
+    stream = file if file is not None else sys.stdout
+    print(render(rich_table(header, rows, title=title), stream), file=stream)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -3,6 +3,7 @@ process, the best re-timed; the result is a correct kernel, and failures are tri
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -93,9 +94,84 @@ def test_a_candidate_that_takes_its_process_down_fails_its_trial(outcome: object
     assert result.status is status and trial.status is status and phrase in trial.message
 
 
+class _Watching:
+    """A measuring process stand-in that notes whether the pool had builds in flight when it was called."""
+
+    def __init__(self) -> None:
+        self.run: _Run | None = None
+        self.busy: list[int] = []
+
+    def call(self, *_: object, timeout_s: float) -> object:
+        assert self.run is not None
+        self.busy.append(len(self.run.pool._pending_work_items))  # type: ignore[attr-defined]
+        return TimedOut(1.0, "not measured")
+
+
+def test_a_batch_is_built_at_once_and_measured_only_once_every_build_ended() -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    spec = parse_spec({"op": "matmul", "m": 19, "n": 23, "k": 11})
+    target = get_target("cpu")
+    space = get_operator("matmul").space(spec, target.device(), 2)
+    rng = random.Random(5)
+    values: list[dict] = []
+    while len(values) < 3:
+        point = space.random_values(rng)
+        if space.is_valid(point) and point not in values:
+            values.append(point)
+    watching = _Watching()
+    with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
+        run = _Run(target, spec.model_dump(mode="json"), 2, QUICK, 0, 120.0, pool, watching, workers=3)  # type: ignore[arg-type]
+        watching.run = run
+        answered = list(run.evaluate(values))
+    assert len(answered) == 3 and all(trial.compile_s > 0 for _, trial in answered)
+    assert watching.busy and set(watching.busy) == {0}  # never while a build was in flight
+
+
+def test_builds_past_the_time_out_fail_as_timeouts_and_the_pool_is_replaced() -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    spec = parse_spec({"op": "softmax", "rows": 3, "cols": 17})
+    target = get_target("cpu")
+    space = get_operator("softmax").space(spec, target.device(), 2)
+    values = [space.default_values(), *(v for v in space.valid_values()[:3] if v != space.default_values())][:2]
+    pool = ProcessPoolExecutor(2, mp_context=get_context("spawn"))
+    run = _Run(target, spec.model_dump(mode="json"), 2, QUICK, 0, 0.01, pool, _Child(None), workers=2)  # type: ignore[arg-type]
+    try:
+        answered = list(run.evaluate(values))
+        assert [trial.status for _, trial in answered] == [TrialStatus.TIMEOUT] * 2
+        assert "past 0.01 s" in answered[0][1].message and run.pool is not pool
+    finally:
+        run.pool.shutdown(cancel_futures=True)
+
+
+def test_tune_with_a_pool_of_two_returns_a_correct_kernel() -> None:
+    spec = parse_spec({"op": "matmul", "m": 31, "n": 17, "k": 41})
+    result = tune(spec, get_target("cpu"), budget=Budget(trials=5), protocol=QUICK, compile_workers=2)
+    assert len(result.trials) == 5 and len({tuple(sorted(t.values.items())) for t in result.trials}) == 5
+    assert _run_artifact(result, spec) < 1e-5
+
+
 def test_values_outside_the_space_are_pruned_before_compiling() -> None:
     from search.measure import BuildRequest, build_candidate
 
     spec = {"op": "softmax", "rows": 4, "cols": 8}
     built = build_candidate(BuildRequest(get_target("cpu"), spec, 2, {"lanes": 3, "unroll": 1, "rows_per_block": 1}))
     assert built.status is TrialStatus.INVALID and built.artifact is None and "not a schedule" in built.message
+
+
+def test_tune_silences_optunas_info_lines_and_restores_the_callers_level(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = parse_spec({"op": "reduce", "shape": [3, 7], "axis": 1, "kind": "max"})
+    levels: list[int] = []
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        tune(spec, get_target("cpu"), budget=Budget(trials=2), protocol=QUICK, compile_workers=1,
+             on_progress=lambda _: levels.append(optuna.logging.get_verbosity()))
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    assert levels == [optuna.logging.WARNING] * 2
+    assert "Trial 0" not in capsys.readouterr().err

@@ -78,6 +78,11 @@ def test_ls_lists_and_filters(db_url: str, capsys: Capture) -> None:
     assert cache(db_url, "ls") == 0
     out = capsys.readouterr().out
     assert "3 kernel(s)" in out and MATMUL.key in out and H100.key in out and A100.key in out
+    header, rule, *rows, count = out.splitlines()
+    assert header.split() == ["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "HITS", "SIZE", "UPDATED"]
+    assert set(rule) == {"-", " "} and len(rows) == 3 and count == "3 kernel(s)"
+    assert "\x1b" not in out and all(line == line.rstrip() for line in out.splitlines())  # plain in a log
+    assert sorted(float(row.split()[3]) for row in rows) == [2.0, 5.0, 9.0]  # the latencies stored above
     assert cache(db_url, "ls", "--op", "softmax") == 0
     assert "1 kernel(s)" in capsys.readouterr().out
     assert cache(db_url, "ls", "--device", "a100", "--json") == 0
@@ -123,6 +128,10 @@ def test_stats(db_url: str, capsys: Capture) -> None:
     assert cache(db_url, "stats") == 0
     out = capsys.readouterr().out
     assert "kernels: 3" in out and "matmul" in out and "softmax" in out
+    lines = out.splitlines()
+    start = lines.index(next(line for line in lines if line.split()[:1] == ["operator"]))
+    assert lines[start].split() == ["operator", "kernels", "size"] and set(lines[start + 1]) == {"-", " "}
+    assert {line.split()[0]: int(line.split()[1]) for line in lines[start + 2:]} == {"matmul": 2, "softmax": 1}
     assert cache(db_url, "stats", "--json") == 0
     stats = json.loads(capsys.readouterr().out)
     sizes = [_result(5.0, "mm").size_bytes, _result(9.0, "mm_old").size_bytes, _result(2.0, "sm").size_bytes]

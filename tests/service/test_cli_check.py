@@ -30,11 +30,13 @@ def test_a_sample_of_the_matmul_space_passes(capsys: Capture, monkeypatch: pytes
     # Not a terminal: whole progress lines, no carriage returns.
     assert "\r" not in captured.err
     assert re.findall(r"checked (\d)/4", captured.err) == ["1", "2", "3", "4"]
-    start = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#"))
     for column in ("warps_m", "lanes_m", "block_k", "vector", "regs", "smem", "rel_err", "result"):
         assert column in lines[start]
+    assert set(lines[start + 1]) == {"-", " "}  # the header's rule, in ASCII
     rows = lines[start + 2:-1]  # below the header's rule, above the summary
-    assert len(rows) == 4 and all(re.search(r"\de-\d\d  pass", row) for row in rows), rows
+    assert len(rows) == 4 and all(re.search(r"\de-\d\d +pass", row) for row in rows), rows
+    assert "\x1b" not in captured.out  # not a terminal: no colour
     assert lines[-1] == "4 passed, 0 failed, 0 pruned"
 
 

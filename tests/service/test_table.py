@@ -1,4 +1,6 @@
-from service.cli.table import format_table, format_value
+import io
+
+from service.cli.table import format_table, format_value, print_table
 
 
 def test_values_read_as_shapes_and_short_numbers():
@@ -16,3 +18,26 @@ def test_columns_align_and_the_last_is_free_text():
         " 0  64x128  pass",
         "10  8x8     spills 4 bytes",
     ]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rich_tables_are_plain_text_in_a_log() -> None:
+    log = io.StringIO()
+    print_table(["#", "tile", "rel_err", "note"], [[0, (64, 128), 1.2e-7, "pass"],
+                                                   [10, (8, 8), "-", "spills 4 bytes " * 20]], file=log)
+    lines = log.getvalue().splitlines()
+    assert lines[0] == " #  tile     rel_err  note"
+    assert lines[1].split() == ["---", "-------", "---------", "----" + "-" * 296]
+    assert lines[2] == " 0  64x128  1.20e-07  pass"
+    assert lines[3].startswith("10  8x8            -  spills 4 bytes") and len(lines) == 4  # never folded
+    assert "\x1b" not in log.getvalue()
+
+
+def test_rich_tables_use_the_terminal() -> None:
+    terminal = _Terminal()
+    print_table(["name", "size"], [["a", 12]], file=terminal)
+    assert "\x1b[" in terminal.getvalue() and "name" in terminal.getvalue()
