@@ -96,8 +96,14 @@ def _measure(history: History, values: dict) -> None:
     history.taken.add(history.space.key(values))
 
 
+#: The measured alternatives (README): every option's code path proposes only valid untaken points.
+OPTIONS = {"fit": "map", "stall": 5, "top": 3, "max_radius": 3, "thompson": 1, "spread_centres": True,
+           "scale": "log"}
+
+
+@pytest.mark.parametrize("options", [{}, OPTIONS], ids=["default", "options"])
 @pytest.mark.parametrize("max_size", [2_000_000, 1000])  # enumerated, and sampled (over the cap)
-def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max_size):
+def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max_size, options):
     space = grid(max_size)
     assert space.enumerable == (max_size > 15360)
     history = _history(space, 3)
@@ -105,7 +111,7 @@ def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max
     valid = grid().valid_values()
     pending = {space.key(v) for v in rng.sample(valid, 40)}  # being measured by other workers
     history.taken |= pending
-    hybrid = Hybrid(initial=5)
+    hybrid = Hybrid(initial=5, **options)
     for i in range(40):
         proposal = hybrid.propose(history)
         assert proposal is not None and space.is_valid(proposal)
