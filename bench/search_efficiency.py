@@ -8,7 +8,12 @@ trials took when they were measured, until the best it has found is within ``--w
 exhaustive best. Replaying one measured table keeps the comparison fair (every strategy sees the same
 numbers) at the price of not re-measuring: the table's own noise is not in the figures.
 
-Usage: ``python bench/search_efficiency.py [--strategies default,tpe,random] [--seeds 5] [--within 0.03]``
+``--save FILE`` writes the exhaustive measurements (per workload: the space's fingerprint and each
+point's choice indices, median and seconds) and ``--load FILE`` replays them instead of measuring, so
+strategies can be compared again without minutes of measuring (refused if a space has changed since).
+
+Usage: ``python bench/search_efficiency.py [--strategies default,tpe,random] [--seeds 5] [--within 0.03]
+[--save FILE | --load FILE]``
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -37,21 +44,25 @@ WORKLOADS = {
 }
 
 
-def _key(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(values.items()))
+#: A measured table: a point's choice indices (``Space.key``) -> (median ms or None, seconds taken).
+Table = dict[tuple[int, ...], tuple[float | None, float]]
 
 
-def measure_all(spec: Any) -> tuple[dict[tuple[tuple[str, Any], ...], tuple[float | None, float]], int]:
+def _space(spec: Any) -> Any:
+    return get_operator(spec.op).space(spec, get_target("cpu").device(), 2)
+
+
+def measure_all(spec: Any) -> tuple[Table, int]:
     """Every valid point's median (ms, None when it failed) and the seconds its trial took."""
     target = get_target("cpu")
-    space = get_operator(spec.op).space(spec, target.device(), 2)
+    space = _space(spec)
     count = len(space.candidates())
-    table: dict[tuple[tuple[str, Any], ...], tuple[float | None, float]] = {}
+    table: Table = {}
     last = [time.perf_counter()]
 
     def sink(trial: Trial) -> None:
         now = time.perf_counter()
-        table[_key(dict(trial.values))] = (trial.latency_ms, now - last[0])
+        table[space.key(dict(trial.values))] = (trial.latency_ms, now - last[0])
         last[0] = now
 
     tune(spec, target, strategy="exhaustive", budget=Budget(trials=count), sink=sink)
@@ -62,14 +73,31 @@ class _Reached(Exception):  # noqa: N818 (a signal, not an error)
     """The strategy came within the goal: the replay stops there."""
 
 
-def replay(spec: Any, table: dict[tuple[tuple[str, Any], ...], tuple[float | None, float]], strategy: str,
-           seed: int, goal: float) -> tuple[int, float]:
+def save(path: Path, tables: dict[str, tuple[str, Table, int]]) -> None:
+    """Write each workload's space fingerprint and measured table as JSON."""
+    path.write_text(json.dumps({name: {"fingerprint": fingerprint, "count": count,
+                                       "points": [[list(k), v, s] for k, (v, s) in table.items()]}
+                                for name, (fingerprint, table, count) in tables.items()}))
+
+
+def load(path: Path, name: str, spec: Any) -> tuple[Table, int]:
+    """The saved table of one workload; a changed space (another fingerprint) is refused."""
+    stored = json.loads(path.read_text())
+    if name not in stored:
+        raise ValueError(f"{path} has no measurements of {name!r}")
+    entry = stored[name]
+    if entry["fingerprint"] != _space(spec).fingerprint:
+        raise ValueError(f"{path}: the space of {name!r} has changed since it was measured")
+    return {tuple(k): (v, s) for k, v, s in entry["points"]}, int(entry["count"])
+
+
+def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float) -> tuple[int, float]:
     """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms."""
-    space = get_operator(spec.op).space(spec, get_target("cpu").device(), 2)
+    space = _space(spec)
     spent = {"trials": 0, "seconds": 0.0, "best": float("inf"), "done": None}
 
     def objective(values: dict[str, Any]) -> Outcome:
-        value, seconds = table[_key(values)]
+        value, seconds = table[space.key(values)]
         spent["trials"] += 1
         spent["seconds"] += seconds
         if value is not None:
@@ -90,20 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", default="default,tpe,random")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--within", type=float, default=0.03)
+    files = parser.add_mutually_exclusive_group()
+    files.add_argument("--save", type=Path, help="write the exhaustive measurements to this JSON file")
+    files.add_argument("--load", type=Path, help="replay measurements saved with --save instead of measuring")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     reason = get_target("cpu").unavailable_reason()
     if reason is not None:
         print(f"search_efficiency: {reason}", file=sys.stderr)
         return 2
-    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
+    saved: dict[str, tuple[str, Table, int]] = {}
+    source = f"measurements from {args.load}" if args.load is not None else "measured now"
+    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}, {source}; "
           f"within {args.within:.0%} of the exhaustive best, median of {args.seeds} seeds [min, max]")
     print("| workload | valid points | exhaustive best ms (s to measure all) | strategy | trials | of the space "
           "| measured s |")
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
     for name, data in WORKLOADS.items():
         spec = parse_spec(data)
-        table, count = measure_all(spec)
+        if args.load is not None:
+            try:
+                table, count = load(args.load, name, spec)
+            except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+                print(f"search_efficiency: {error}", file=sys.stderr)
+                return 2
+        else:
+            table, count = measure_all(spec)
+            saved[name] = (_space(spec).fingerprint, table, count)
+            if args.save is not None:
+                save(args.save, saved)
         best = min(v for v, _ in table.values() if v is not None)
         total = sum(s for _, s in table.values())
         for strategy in args.strategies.split(","):

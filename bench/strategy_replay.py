@@ -85,6 +85,8 @@ def load(path: Path) -> Replay:
     """The replay of one T4 file (a bad file is a one-line error)."""
     with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as handle:
         data = json.load(handle)
+    if "cache" in data and "results" not in data:
+        return _load_cache(path, data)
     results = data["results"]
     names = list(results[0]["configuration"])
     values: dict[str, set[Any]] = {n: set() for n in names}
@@ -100,6 +102,23 @@ def load(path: Path) -> Replay:
         times[point] = statistics.median(runtimes) if ok else None
         statuses[point] = result.get("invalidity", "unknown")
     params = {n: tuple(sorted(v)) for n, v in values.items()}
+    return Replay(path.name.split(".")[0], params, times, statuses)
+
+
+def _load_cache(path: Path, data: dict[str, Any]) -> Replay:
+    """A Kernel Tuner cache file (its own format, older than T4): a time or an error marker per entry."""
+    names = list(data["tune_params_keys"])
+    params = {n: tuple(sorted(data["tune_params"][n])) for n in names}
+    times: dict[tuple[Any, ...], float | None] = {}
+    statuses: dict[tuple[Any, ...], str] = {}
+    for entry in data["cache"].values():
+        point = tuple(entry[n] for n in names)
+        value = entry.get("time")
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        times[point] = float(value) if ok else None
+        statuses[point] = "correct" if ok else "compile" if "Compil" in str(value) else "runtime"
+    if not any(t is not None for t in times.values()):
+        raise ValueError(f"{path}: no configuration ran")
     return Replay(path.name.split(".")[0], params, times, statuses)
 
 

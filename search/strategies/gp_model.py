@@ -62,6 +62,16 @@ class Fit:
         var = np.maximum(1.0 - ((cross @ self.inverse) * cross).sum(1), 1e-12)
         return mean, np.sqrt(var)
 
+    def sample(self, points: np.ndarray, rng: random.Random) -> np.ndarray:
+        """One draw of the values at ``points`` from the joint posterior (Thompson sampling)."""
+        cross = matern52(points, self.x, self.lengthscales)
+        mean = cross @ self.alpha
+        cov = matern52(points, points, self.lengthscales) - cross @ self.inverse @ cross.T
+        cov = 0.5 * (cov + cov.T) + 1e-6 * np.eye(len(points))
+        values, vectors = np.linalg.eigh(cov)
+        normal = np.random.default_rng(rng.getrandbits(32)).standard_normal(len(points))
+        return mean + vectors @ (np.sqrt(np.maximum(values, 0.0)) * normal)
+
 
 def _log_likelihood(x: np.ndarray, y: np.ndarray, log_ls: np.ndarray, noise: float) -> tuple[float, Fit | None]:
     ls = np.exp(log_ls)
@@ -97,4 +107,78 @@ def fit(x: np.ndarray, y: np.ndarray, rng: random.Random, previous: np.ndarray |
     if best_fit is None:  # every choice was singular: a very noisy model still ranks points
         _, best_fit = _log_likelihood(x, y, start, 0.5)
     assert best_fit is not None
+    return best_fit
+
+
+#: The log-normal prior on each length scale (centre, spread): a mild pull towards smooth models,
+#: which keeps a fit on a few dozen points from explaining them with length scales near zero.
+_PRIOR = (math.log(0.5), 1.5)
+
+
+def _objective(x: np.ndarray, y: np.ndarray, sq: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray, Fit | None]:
+    """Log marginal likelihood plus log prior of ``theta`` (log length scales, log noise), its gradient."""
+    dims = x.shape[1]
+    ls, noise = np.exp(theta[:dims]), math.exp(theta[dims])
+    scaled = sq / (ls * ls)  # (n, n, dims)
+    r = np.sqrt(np.maximum(scaled.sum(axis=2), 0.0))
+    decay = np.exp(-_SQRT5 * r)
+    k = (1.0 + _SQRT5 * r + (5.0 / 3.0) * r * r) * decay + (noise + 1e-8) * np.eye(len(x))
+    try:
+        chol = np.linalg.cholesky(k)
+    except np.linalg.LinAlgError:
+        return -math.inf, np.zeros_like(theta), None
+    inverse_chol = np.linalg.inv(chol)
+    inverse = inverse_chol.T @ inverse_chol
+    alpha = inverse @ y
+    centre, spread = _PRIOR
+    prior = -0.5 * float((((theta[:dims] - centre) / spread) ** 2).sum())
+    value = -0.5 * float(y @ alpha) - float(np.log(np.diag(chol)).sum()) + prior
+    inner = np.outer(alpha, alpha) - inverse
+    # dK/dlog(l_d) = (5/3)(1 + sqrt5 r) exp(-sqrt5 r) * scaled_d: no singularity at r = 0.
+    shape = (5.0 / 3.0) * (1.0 + _SQRT5 * r) * decay * inner
+    grad = np.empty_like(theta)
+    grad[:dims] = 0.5 * np.einsum("ij,ijd->d", shape, scaled) - (theta[:dims] - centre) / spread**2
+    grad[dims] = 0.5 * noise * float(np.trace(inner))
+    return value, grad, Fit(x, alpha, inverse, ls, noise)
+
+
+def fit_map(x: np.ndarray, y: np.ndarray, rng: random.Random, previous: Fit | None, steps: int = 30,
+            starts: int = 6, refit: bool = True) -> Fit:
+    """The model at the most probable length scales and noise (``y`` standardised by the caller):
+    gradient ascent (Adam) on the log marginal likelihood with a log-normal prior on the length
+    scales, from the best of a few seeded starting points (the previous choice among them). With
+    ``refit`` false, the previous model's length scales and noise on the new data (one factorisation)."""
+    dims = x.shape[1]
+    low, high = _LOG_LS_RANGE
+    sq = (x[:, None, :] - x[None, :, :]) ** 2
+    if previous is not None and len(previous.lengthscales) == dims:
+        start = np.concatenate([np.log(previous.lengthscales), [math.log(previous.noise)]])
+    else:
+        start = np.concatenate([np.full(dims, math.log(0.5)), [math.log(1e-2)]])
+    if not refit:
+        model = _objective(x, y, sq, start)[2]
+        if model is not None:
+            return model
+    candidates = [start]
+    for _ in range(starts - 1):
+        candidates.append(np.array([rng.uniform(low, high) for _ in range(dims)] + [math.log(rng.choice(_NOISES))]))
+    scored = sorted(((_objective(x, y, sq, c)[0], i) for i, c in enumerate(candidates)), reverse=True)
+    bounds_low = np.array([low] * dims + [math.log(1e-6)])
+    bounds_high = np.array([high] * dims + [math.log(0.5)])
+    best_value, best_fit = -math.inf, None
+    for _, index in scored[:1]:
+        theta = candidates[index].copy()
+        moment, second = np.zeros_like(theta), np.zeros_like(theta)
+        for step in range(1, steps + 1):
+            value, grad, model = _objective(x, y, sq, theta)
+            if model is not None and value > best_value:
+                best_value, best_fit = value, model
+            if model is None:
+                break
+            moment = 0.9 * moment + 0.1 * grad
+            second = 0.999 * second + 0.001 * grad * grad
+            update = (moment / (1 - 0.9**step)) / (np.sqrt(second / (1 - 0.999**step)) + 1e-8)
+            theta = np.clip(theta + 0.1 * update, bounds_low, bounds_high)
+    if best_fit is None:
+        return fit(x, y, rng, None)
     return best_fit

@@ -1,0 +1,173 @@
+"""The ``hybrid`` proposer: valid untaken points only, pending points respected, isolated optima found,
+the same trials for the same seed, on enumerable spaces and on sampled ones."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import optuna
+import pytest
+
+from compiler.space import Constraint, Param, Space
+from search.strategies import Budget, History, Outcome, SpaceExhausted, TrialRecord, search
+from search.strategies.hybrid import Hybrid
+from search.strategies.pool import Pool, features, values_of
+from search.trial import TrialStatus
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+BX = (16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)
+
+
+def grid(max_size: int = 2_000_000) -> Space[tuple]:
+    """A block-and-tile space like a GPU kernel's (15360 combinations, 9720 valid)."""
+    return Space(
+        template="grid",
+        params=(Param("bx", BX), Param("by", (1, 2, 4, 8, 16)), Param("tx", (1, 2, 3, 4)),
+                Param("ty", (1, 2, 3, 4)), Param("shared", (False, True)), Param("order", ("ij", "ji", "ik")),
+                Param("pad", (0, 1))),
+        make=lambda v: (v["bx"], v["by"], v["tx"], v["ty"], v["shared"], v["order"], v["pad"]),
+        constraints=(Constraint("at most 1024 threads", lambda p: p[0] * p[1] <= 1024),
+                     Constraint("tiles fit", lambda p: p[0] * p[1] * p[2] * p[3] <= 4096)),
+        max_size=max_size,
+    )
+
+
+#: The planted optimum: far from the smooth best (four changes), on a narrow spike of its own.
+PLANTED = {"bx": 48, "by": 8, "tx": 1, "ty": 3, "shared": True, "order": "ji", "pad": 1}
+SMOOTH_BEST = {"bx": 128, "by": 2, "tx": 1, "ty": 3, "shared": True, "order": "ij", "pad": 0}
+
+
+def landscape(values: dict) -> float:
+    """A smooth bowl in log sizes around SMOOTH_BEST (1.0 there), labels as steps; and a spike at
+    PLANTED (0.8) whose slopes fall away fast: its neighbours are fair (1.02, a little worse than the
+    bowl's best), two steps off ordinary, so no model of the bowl predicts it and only a search that
+    also looks around good points that are not the best finds it."""
+    changed = sum(values[k] != PLANTED[k] for k in PLANTED)
+    threads = math.log2(values["bx"] * values["by"]) - 8
+    shape = math.log2(values["bx"] / values["by"]) - 6
+    bowl = (1.0 + 0.08 * threads**2 + 0.03 * shape**2 + 0.05 * (values["tx"] - 1) ** 2
+            + 0.04 * (values["ty"] - 3) ** 2 + (0.0 if values["shared"] else 0.3)
+            + {"ij": 0.0, "ji": 0.15, "ik": 0.3}[values["order"]] + 0.05 * values["pad"])
+    return min(bowl, 0.8 + 0.22 * changed)
+
+
+class Recording:
+    """An objective that refuses invalid and repeated points and remembers the order it measured."""
+
+    def __init__(self, space: Space) -> None:
+        self.space, self.seen = space, []
+
+    def __call__(self, values: dict) -> Outcome:
+        key = self.space.key(values)
+        assert self.space.is_valid(values) and key not in self.seen, values
+        self.seen.append(key)
+        return Outcome.ok(landscape(dict(values)))
+
+
+def test_the_planted_optimum_is_isolated_and_beats_the_smooth_best():
+    space = grid()
+    valid = space.valid_values()
+    assert len(valid) == 9720 and space.size == 15360
+    assert min(valid, key=landscape) == PLANTED and landscape(SMOOTH_BEST) == 1.0
+    near = [n for n in space.neighbours(PLANTED, hamming=True) if space.is_valid(n)]
+    assert near and min(landscape(n) for n in near) > 1.0  # fair points around it, none better than the bowl
+    ranked = sorted(landscape(v) for v in valid)
+    assert ranked[1] == 1.0 and ranked[len(ranked) // 10] > 1.3  # fair is within the best tenth
+    assert sum(PLANTED[k] != SMOOTH_BEST[k] for k in PLANTED) == 4
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_finds_a_planted_isolated_optimum_within_250_of_its_9720_points(seed):
+    space = grid()
+    objective = Recording(space)
+    result = search(space, objective, Hybrid(), Budget(trials=250), seed=seed)
+    assert result.best is not None and dict(result.best.values) == PLANTED
+    assert len(objective.seen) == len(set(objective.seen)) == len(result.trials) <= 250
+
+
+def _history(space: Space, seed: int) -> History:
+    return History(space, [], set(), random.Random(seed))
+
+
+def _measure(history: History, values: dict) -> None:
+    history.records.append(TrialRecord(len(history.records), values, Outcome.ok(landscape(values))))
+    history.taken.add(history.space.key(values))
+
+
+#: The measured alternatives (README): every option's code path proposes only valid untaken points.
+OPTIONS = {"fit": "map", "stall": 5, "top": 3, "max_radius": 3, "thompson": 1, "spread_centres": True,
+           "scale": "log"}
+
+
+@pytest.mark.parametrize("options", [{}, OPTIONS], ids=["default", "options"])
+@pytest.mark.parametrize("max_size", [2_000_000, 1000])  # enumerated, and sampled (over the cap)
+def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max_size, options):
+    space = grid(max_size)
+    assert space.enumerable == (max_size > 15360)
+    history = _history(space, 3)
+    rng = random.Random(7)
+    valid = grid().valid_values()
+    pending = {space.key(v) for v in rng.sample(valid, 40)}  # being measured by other workers
+    history.taken |= pending
+    hybrid = Hybrid(initial=5, **options)
+    for i in range(40):
+        proposal = hybrid.propose(history)
+        assert proposal is not None and space.is_valid(proposal)
+        key = space.key(proposal)
+        assert key not in history.taken
+        if i % 4 == 3:
+            history.taken.add(key)  # handed to a worker, not measured yet
+        else:
+            _measure(history, proposal)
+    assert pending <= history.taken and len(history.records) == 30
+
+
+def test_pending_points_near_the_best_are_not_proposed_and_the_model_spreads_around_them():
+    space = grid()
+    history = _history(space, 0)
+    for values in [*grid().valid_values()[:: 400], SMOOTH_BEST]:  # the best last: the radius is 1
+        _measure(history, values)
+    neighbours = [n for n in space.neighbours(SMOOTH_BEST, hamming=True) if space.is_valid(n)]
+    history.taken |= {space.key(n) for n in neighbours[:-1]}  # all but one neighbour pending elsewhere
+    hybrid = Hybrid(initial=1, local_every=1, top=1)  # every step local, around the best alone
+    proposal = hybrid.propose(history)
+    assert proposal is not None and space.key(proposal) not in history.taken
+    assert proposal == neighbours[-1]  # the only free point at distance 1
+
+
+def test_a_space_used_up_raises_space_exhausted_and_failures_are_tolerated():
+    space = Space(template="tiny", params=(Param("a", (1, 2, 4)), Param("b", (1, 2))), make=lambda v: v)
+    history = _history(space, 0)
+    hybrid = Hybrid(initial=2)
+    for i in range(6):
+        proposal = hybrid.propose(history)
+        assert proposal is not None and space.key(proposal) not in history.taken
+        outcome = Outcome.failed(TrialStatus.COMPILE_ERROR) if i % 2 else Outcome.ok(1.0 + proposal["a"])
+        history.records.append(TrialRecord(i, proposal, outcome))
+        history.taken.add(space.key(proposal))
+    with pytest.raises(SpaceExhausted):
+        hybrid.propose(history)
+
+
+def test_the_same_seed_makes_the_same_trials_and_another_seed_others():
+    space = grid()
+    runs = [[dict(t.values) for t in search(space, Recording(space), Hybrid(), Budget(trials=30), seed=s).trials]
+            for s in (5, 5, 6)]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+def test_features_place_sizes_by_rank_or_log_and_labels_one_hot():
+    space = grid()
+    low = features(space, {**SMOOTH_BEST, "bx": 16, "order": "ij"}, scale="log")
+    mid = features(space, {**SMOOTH_BEST, "bx": 64, "order": "ji"}, scale="log")
+    high = features(space, {**SMOOTH_BEST, "bx": 256, "order": "ik"}, scale="log")
+    assert [low[0], mid[0], high[0]] == pytest.approx([0.0, 0.5, 1.0])  # 16, 64, 256: equal ratios
+    rank = features(space, {**SMOOTH_BEST, "bx": 64})
+    assert rank[0] == pytest.approx(3 / 15)  # by rank, the strategy's default
+    one_hot = [round(v, 3) for v in high[-4:-1]]
+    assert one_hot == [0.0, 0.0, 0.707]
+    pool = Pool(space, [SMOOTH_BEST, PLANTED])
+    assert pool.hamming(pool.free(set()), 0).tolist() == [0, 4]
+    assert values_of(space, space.key(PLANTED)) == PLANTED
