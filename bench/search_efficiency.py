@@ -75,6 +75,7 @@ class _Reached(Exception):  # noqa: N818 (a signal, not an error)
 
 def save(path: Path, tables: dict[str, tuple[str, Table, int]]) -> None:
     """Write each workload's space fingerprint and measured table as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({name: {"fingerprint": fingerprint, "count": count,
                                        "points": [[list(k), v, s] for k, (v, s) in table.items()]}
                                 for name, (fingerprint, table, count) in tables.items()}))

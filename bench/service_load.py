@@ -12,8 +12,13 @@ time per answered request, of the uvicorn processes, of the PostgreSQL server an
 (from /proc and getrusage, warm-up included); ``2-core est req/s`` is 2 CPU-seconds a second over
 their sum: what two otherwise idle cores could serve with this client, an estimate, not a measurement.
 
+``--generator ab`` drives the same requests with ApacheBench (``ab -k``, from apache2-utils; one C
+process, about a tenth of httpx's CPU per request), so the two cores go to the service rather than to
+the load generator; its p50 and p99 are ab's own percentiles over the measured run.
+
 Usage: ``python bench/service_load.py [--backend sqlite|postgresql|both] [--workers 1,2] [--clients 50]
-[--seconds 10] [--endpoint lookup|tunings|healthz] [--hit-cache 1,0] [--stack h11,uvloop]``.
+[--seconds 10] [--endpoint lookup|tunings|healthz] [--hit-cache 1,0] [--stack h11,uvloop]
+[--generator httpx|ab]``.
 ``--hit-cache`` sets ``api_hit_cache_s``: with 0 every lookup is a database query in the thread pool;
 with the default 1 s a hot kernel is read once a second per process. ``--endpoint healthz`` gives the
 ceiling of this client and server on the machine at the time, with no database.
@@ -25,7 +30,9 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -68,8 +75,9 @@ def tree_cpu_s(pid: int) -> float:
 
 
 def own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds of this process and its ended children (the ab runs; a server is counted from /proc)."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def free_port() -> int:
@@ -156,10 +164,45 @@ def server(url: str, workers: int, folder: Path, hit_cache_s: float, stack: str)
         log.close()
 
 
+PATHS = {"lookup": "/v1/kernels/lookup", "tunings": "/v1/tunings", "healthz": "/healthz"}
+
+
+def load_ab(base: str, token: str, clients: int, seconds: float, warmup_s: float, endpoint: str,
+            folder: Path) -> tuple[int, float, float, float, int]:
+    """``(requests, elapsed_s, p50_s, p99_s, errors)`` of an ``ab -k`` run after an ``ab`` warm-up run."""
+    body = folder / "body.json"
+    body.write_text(json.dumps({"operator": SPEC, "target": "cpu"}))
+    percentiles = folder / "percentiles.csv"
+
+    def ab(duration: float) -> str:
+        command = ["ab", "-q", "-k", "-c", str(clients), "-t", f"{duration:g}", "-n", "100000000", "-s", "30",
+                   "-H", f"Authorization: Bearer {token}", "-e", str(percentiles)]
+        if endpoint != "healthz":
+            command += ["-p", str(body), "-T", "application/json"]
+        done = subprocess.run([*command, base + PATHS[endpoint]], capture_output=True, text=True, timeout=duration + 60,
+                              check=True)
+        return done.stdout
+
+    ab(warmup_s)
+    out = ab(seconds)
+    field = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in out.splitlines() if ":" in line}
+    complete = int(field["Complete requests"])
+    # ab counts an answer whose length differs from the first as failed ("Length"); a kernel's hit count
+    # and times change its length, so only connection, receive and exception failures, and non-2xx
+    # answers, are errors here.
+    breakdown = re.search(r"Connect: (\d+), Receive: (\d+), Length: \d+, Exceptions: (\d+)", out)
+    errors = sum(int(g) for g in breakdown.groups()) if breakdown else int(field["Failed requests"])
+    errors += int(field.get("Non-2xx responses", "0"))
+    elapsed = float(field["Time taken for tests"].split()[0])
+    within = {int(float(row.split(",")[0])): float(row.split(",")[1])
+              for row in percentiles.read_text().splitlines()[1:]}
+    return complete, elapsed, within[50] / 1e3, within[99] / 1e3, errors
+
+
 async def load(base: str, token: str, clients: int, seconds: float, warmup_s: float, endpoint: str
-               ) -> tuple[int, float, list[float], int]:
-    """``(requests, elapsed_s, latencies_s, errors)`` measured after the warm-up."""
-    path = {"lookup": "/v1/kernels/lookup", "tunings": "/v1/tunings", "healthz": "/healthz"}[endpoint]
+               ) -> tuple[int, float, float, float, int]:
+    """``(requests, elapsed_s, p50_s, p99_s, errors)`` measured after the warm-up."""
+    path = PATHS[endpoint]
     body = {"operator": SPEC, "target": "cpu"}
     latencies: list[float] = []
     errors = 0
@@ -179,7 +222,7 @@ async def load(base: str, token: str, clients: int, seconds: float, warmup_s: fl
                     latencies.append(done - now)
 
     await asyncio.gather(*(client() for _ in range(clients)))
-    return len(latencies), seconds, latencies, errors
+    return len(latencies), seconds, statistics.median(latencies), percentile(latencies, 0.99), errors
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -202,6 +245,8 @@ def main() -> None:
     parser.add_argument("--hit-cache", default="1,0",
                         help="api_hit_cache_s values to run, comma-separated (default 1,0: the service's default, "
                              "then every lookup read from the database)")
+    parser.add_argument("--generator", choices=("httpx", "ab"), default="httpx",
+                        help="the load generator: httpx asyncio clients in this process, or ApacheBench (ab -k)")
     args = parser.parse_args()
     backends = ("sqlite", "postgresql") if args.backend == "both" else (args.backend,)
     rows: list[list[object]] = []
@@ -221,20 +266,23 @@ def main() -> None:
                         [int(w) for w in args.workers.split(",")]):
                     with server(url, workers, folder, hit_cache_s, server_stack) as (base, pid):
                         before = (tree_cpu_s(pid), tree_cpu_s(db_pid) if db_pid else 0.0, own_cpu_s())
-                        n, elapsed, latencies, errors = asyncio.run(
-                            load(base, token, args.clients, args.seconds, args.warmup, args.endpoint))
+                        if args.generator == "ab":
+                            n, elapsed, p50, p99, errors = load_ab(base, token, args.clients, args.seconds,
+                                                                   args.warmup, args.endpoint, folder)
+                        else:
+                            n, elapsed, p50, p99, errors = asyncio.run(
+                                load(base, token, args.clients, args.seconds, args.warmup, args.endpoint))
                         after = (tree_cpu_s(pid), tree_cpu_s(db_pid) if db_pid else 0.0, own_cpu_s())
                     # The whole run's CPU (warm-up too) over every request it answered.
                     answered = n * (args.seconds + args.warmup) / args.seconds
                     cpu_ms = [round((a - b) / answered * 1e3, 2) for a, b in zip(after, before, strict=True)]
                     rows.append([backend, server_stack, f"{hit_cache_s:g}", workers, args.clients, n,
                                  round(n / elapsed),
-                                 round(statistics.median(latencies) * 1e3, 1),
-                                 round(percentile(latencies, 0.99) * 1e3, 1), errors, *cpu_ms,
+                                 round(p50 * 1e3, 1), round(p99 * 1e3, 1), errors, *cpu_ms,
                                  round(2000 / sum(cpu_ms))])
     load_average = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average {load_average}, "
-          f"{args.endpoint} (cache hits), "
+          f"{args.endpoint} (cache hits), load from {args.generator}, "
           f"{args.seconds:g} s after {args.warmup:g} s warm-up")
     header = ["database", "stack", "hit cache s", "uvicorn workers", "clients", "requests", "req/s", "p50 ms",
               "p99 ms", "errors", "server cpu ms/req", "db cpu ms/req", "client cpu ms/req", "2-core est req/s"]

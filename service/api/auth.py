@@ -45,12 +45,10 @@ def _unauthorized(detail: str) -> HTTPException:
 
 
 async def _key_for(state: ApiState, token: str) -> ApiKeyRecord | None:
-    digest = hash_token(token)
-    cached, key = state.keys.get(digest)
-    if not cached:
-        key = await state.read(find_api_key, token=token)
-        state.keys.put(digest, key)
-    return key
+    async def load() -> ApiKeyRecord | None:
+        return await state.read(find_api_key, token=token)
+
+    return await state.keys.fetch(hash_token(token), load)  # type: ignore[no-any-return]
 
 
 def require(needed: Scope) -> Callable[..., Awaitable[ApiKeyRecord | None]]:

@@ -46,8 +46,7 @@ def choose(workers: Sequence[Any], requested: str | None) -> tuple[str, Any]:
 
 async def registered_workers(state: ApiState) -> list[Any]:
     """Every registered worker, the list reused for ``api_worker_cache_s`` seconds."""
-    cached, workers = state.workers.get("all")
-    if not cached:
-        workers = await state.read(list_workers, alive_within_s=state.settings.api_worker_alive_s)
-        state.workers.put("all", workers)
-    return list(workers)
+    async def load() -> list[Any]:
+        return await state.read(list_workers, alive_within_s=state.settings.api_worker_alive_s)
+
+    return list(await state.workers.fetch("all", load))
