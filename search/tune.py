@@ -297,15 +297,21 @@ def tune(
         run = _Run(target, spec_data, level, protocol, seed, timeout_s, _new_pool(workers), child, workers=workers)
         try:
 
+            # A trial reaches the sink once the study has it (after the driver's tell), so a worker killed
+            # in between leaves no record of a trial that the study will run again.
+            told: dict[tuple[int, ...], Trial] = {}
+
             def evaluate(points: list[dict[str, Any]]) -> Iterator[Outcome]:
                 for outcome, trial in run.evaluate(points):
                     run.trials.append(trial)
                     counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
-                    if sink is not None:
-                        sink(trial)
+                    told[space.key(dict(trial.values))] = trial
                     yield outcome
 
             def progressed(record: TrialRecord) -> None:
+                trial = told.pop(space.key(dict(record.values)), None)
+                if sink is not None and trial is not None:
+                    sink(trial)
                 if on_progress is not None:
                     best = min((t.latency_ms for t in run.trials if t.latency_ms is not None), default=None)
                     on_progress(Progress(len(run.trials), budget.trials, dict(counts), best,

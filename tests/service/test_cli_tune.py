@@ -80,7 +80,6 @@ def test_a_tuning_is_a_job_with_every_trial_recorded(capsys: pytest.CaptureFixtu
     assert job.progress["trials_done"] == 3 and job.progress["trials_budget"] == 3
     assert [t.result.number for t in trials] == [0, 1, 2] == list(range(first["trials"]))
     assert all(t.result.status == "ok" and t.result.latency_median_us > 0 for t in trials)
-    assert min(t.result.latency_median_us for t in trials) <= first["latency_ms"] * 1e3 * 1.5
 
 
 def test_a_workload_tuned_elsewhere_now_is_refused_and_a_dead_tune_s_job_taken_over(

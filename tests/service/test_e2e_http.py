@@ -10,14 +10,12 @@ runs here and matches numpy.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,7 @@ import pytest
 from db import create_engine_for
 from service.client import Client, Tuning
 from tests.service.jobs.conftest import REDUCE, SOFTMAX
-from tests.service.test_e2e_workers import WORKER_ENV, _alive, _wait
+from tests.service.test_e2e_workers import _alive, _wait
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -42,28 +40,6 @@ def cluster_url(postgres_server: Any, postgres_template: str) -> str:
     return postgres_server.url(postgres_server.create_database(template=postgres_template))
 
 
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """``start(name, *warpmap_args)``: a `warpmap` process in its own session, killed (with its children)
-    at the end; its output is printed then, for a failing run."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"{name}.log").open("wb")
-        process = subprocess.Popen([sys.executable, "-m", "service.cli", *args], env={**os.environ, **WORKER_ENV},
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    for log in tmp_path.glob("*.log"):
-        print(f"--- {log.name}\n{log.read_text()[-3000:]}")
-
-
 def _tune_key(url: str) -> str:
     out = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--scope", "tune",
                           "--database-url", url], capture_output=True, text=True, check=True, timeout=60)
@@ -71,10 +47,10 @@ def _tune_key(url: str) -> str:
 
 
 def test_two_workloads_tuned_over_http_survive_a_killed_worker(
-        cluster_url: str, processes: Callable[..., subprocess.Popen[bytes]]) -> None:
+        cluster_url: str, warpmap_process: Callable[..., subprocess.Popen[bytes]]) -> None:
     port = _free_port()
-    processes("api", "serve", "--database-url", cluster_url, "--host", "127.0.0.1", "--port", str(port))
-    workers = {name: processes(name, "worker", "--database", cluster_url, "--target", "cpu", "--name", name)
+    warpmap_process("api", "serve", "--database-url", cluster_url, "--host", "127.0.0.1", "--port", str(port))
+    workers = {name: warpmap_process(name, "worker", "--database", cluster_url, "--target", "cpu", "--name", name)
                for name in ("worker-a", "worker-b")}
     key = _tune_key(cluster_url)
     with Client(f"http://127.0.0.1:{port}", key, timeout=30) as client:

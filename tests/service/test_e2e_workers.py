@@ -12,14 +12,11 @@ The figures it measures (pick-up latency, time from the kill to the retry) are p
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,15 +37,6 @@ from tests.service.jobs.conftest import REDUCE, SOFTMAX, spec_workload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-#: Fast heartbeats so a dead worker is noticed in seconds, not the production half-minute.
-WORKER_ENV = {
-    "WARPMAP_WORKER_HEARTBEAT_S": "0.5",
-    "WARPMAP_WORKER_STALLED_AFTER_S": "3",
-    "WARPMAP_WORKER_STALLED_CHECK_S": "0.5",
-    "WARPMAP_WORKER_POLL_S": "0.5",
-}
-
-
 @pytest.fixture
 def cluster_url(postgres_server: Any, postgres_template: str) -> str:
     return postgres_server.url(postgres_server.create_database(template=postgres_template))
@@ -62,27 +50,14 @@ def cluster_engine(cluster_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def start_worker(cluster_url: str, tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
-    """``start_worker(name)``: a `warpmap worker --target cpu` process in its own session (killed with its
-    measuring children at the end)."""
-    started: list[subprocess.Popen[bytes]] = []
+def start_worker(cluster_url: str, warpmap_process: Callable[..., subprocess.Popen[bytes]]
+                 ) -> Callable[[str], subprocess.Popen[bytes]]:
+    """``start_worker(name)``: a `warpmap worker --target cpu` process on the cluster's database."""
 
     def start(name: str) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker", "--database", cluster_url, "--target", "cpu",
-             "--name", name],
-            env={**os.environ, **WORKER_ENV}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        started.append(process)
-        return process
+        return warpmap_process(name, "worker", "--database", cluster_url, "--target", "cpu", "--name", name)
 
-    yield start
-    for process in started:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    for log in tmp_path.glob("*.log"):
-        print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+    return start
 
 
 def _wait(what: str, condition: Callable[[], Any], timeout_s: float = 120.0) -> Any:
