@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"the database at {shown(url)} is at {revision or 'no revision'}, not {head_revision()}; "
                        "run `warpmap db upgrade` first")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = WorkerConfig(url=url, target=target, name=args.name, heartbeat_s=settings.worker_heartbeat_s,
+    config = WorkerConfig(url=url, target=target, name=args.name, study_parts=settings.worker_study_parts,
+                          heartbeat_s=settings.worker_heartbeat_s,
                           stalled_after_s=settings.worker_stalled_after_s,
                           stalled_check_s=settings.worker_stalled_check_s, poll_s=settings.worker_poll_s)
     try:

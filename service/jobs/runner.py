@@ -31,6 +31,7 @@ from db.repository import count_trials, record_trial, save_kernel
 from db.session import session_scope
 from search.records import program_result
 from search.strategies import Budget
+from search.strategies.workers import HEARTBEAT_S
 from search.tune import Progress, Trial, TuneError, tune
 from service.tuning import study_key
 
@@ -60,6 +61,11 @@ class WorkerIdentity:
     queue: str
     device: DeviceInfo
     toolchain: ToolchainInfo
+
+
+#: How stale a running trial's heartbeat may be, in a study no other worker shares, before it is taken
+#: for lost: four of the driver's heartbeats (``search.strategies.workers.HEARTBEAT_S``).
+SOLO_LOST_AFTER_S = 4 * HEARTBEAT_S
 
 
 def trial_result(trial: Trial, number: int) -> TrialResult:
@@ -121,12 +127,16 @@ def run_job(
     worker: WorkerIdentity,
     target: Target,
     stopping: threading.Event | None = None,
+    shared: bool = False,
 ) -> Outcome:
     """Run job ``job_id`` on ``target`` to its end (see the module docstring); never raises for what the
     tuning did: a tuning that finds nothing correct, or breaks, ends the job as failed with the reason.
 
     ``storage`` is the Optuna storage on the warpmap database; ``stopping`` is set by the worker's
-    signal handler: the tuning then ends after its trial and the job is released.
+    signal handler: the tuning then ends after its trial and the job is released. ``shared``: other
+    workers may run parts of this job's study at the same time. When not, a trial left running in the
+    study belongs to an attempt whose worker is gone (the engine hands a job on only then), so it is
+    taken for lost as soon as its heartbeat is a few beats old, not after the shared grace period.
     """
     stopping = stopping or threading.Event()
     with session_scope(engine) as session:
@@ -165,7 +175,7 @@ def run_job(
                       seed=int(options["seed"]), storage=storage,
                       study_key=study_key(job.workload, job.device, job.toolchain, int(options["level"])),
                       timeout_s=float(options["timeout_s"]), on_progress=on_progress, sink=sink,
-                      should_stop=should_stop)
+                      should_stop=should_stop, lost_after_s=None if shared else SOLO_LOST_AFTER_S)
     except TuneError as exc:
         return _after_stop(engine, job_id, watch, stopping) or _end(engine, job_id, Outcome.FAILED, str(exc))
     except Exception as exc:
@@ -236,14 +246,15 @@ def _database_answers(engine: Engine) -> bool:
 
 def run_job_through_outages(job_id: int, *, engine: Engine, storage: Any, worker: WorkerIdentity, target: Target,
                             stopping: threading.Event | None = None, give_up_s: float = 600.0,
-                            poll_s: float = 1.0) -> Outcome:
+                            poll_s: float = 1.0, shared: bool = False) -> Outcome:
     """:func:`run_job`, run again each time the database went away mid-job, once it answers again (a
     restarted server): ``start_job`` takes the job back and the study resumes after its last recorded
     trial. Raises :class:`~db.errors.UnavailableError` when the database stays away ``give_up_s``."""
     stopping = stopping or threading.Event()
     while True:
         try:
-            return run_job(job_id, engine=engine, storage=storage, worker=worker, target=target, stopping=stopping)
+            return run_job(job_id, engine=engine, storage=storage, worker=worker, target=target, stopping=stopping,
+                           shared=shared)
         except UnavailableError as exc:
             logger.warning("%s; waiting for it", exc)
             deadline = time.monotonic() + give_up_s

@@ -47,6 +47,8 @@ class WorkerConfig:
     poll_s: float = 5.0
     db_retry_s: float = 10.0
     db_retries: int = 30
+    #: Parts per job (``WARPMAP_WORKER_STUDY_PARTS``): above 1, several workers share each job's study.
+    study_parts: int = 1
 
 
 def run_worker(config: WorkerConfig) -> None:
@@ -76,7 +78,8 @@ def run_worker(config: WorkerConfig) -> None:
         own.add(context.job.id)
         try:
             outcome = await asyncio.to_thread(run_job_through_outages, job_id, engine=engine, storage=storage,
-                                              worker=worker, target=target, stopping=stopping)
+                                              worker=worker, target=target, stopping=stopping,
+                                              shared=config.study_parts > 1)
         finally:
             running[worker.name] = None
             own.discard(context.job.id)
