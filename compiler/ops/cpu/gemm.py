@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
+from typing import NamedTuple
 
 from compiler.ir import (
     Buffer,
@@ -157,6 +158,33 @@ def _guarded_copy(dst: Buffer, at: tuple[Expr | int, ...], inside: Expr, src: Bu
         dst[at] = 0.0
 
 
+class _Blocking(NamedTuple):
+    """How a compute launch cuts C: block extents, panel counts, its grid, and the elements of ``c``."""
+
+    mc: int
+    nc: int
+    panels_m: int
+    panels_n: int
+    grid: tuple[int, int, int]
+    c_size: int
+
+
+def _block_extents(m: int, n: int, tile: GemmTile) -> tuple[int, int]:
+    """MC and NC, shortened to the problem (whole register panels) when it is smaller than a block."""
+    return min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+
+
+def _blocking(name: str, batch: int, m: int, n: int, tile: GemmTile, c_batch_stride: int,
+              c_row_stride: int) -> _Blocking:
+    """The blocking both compute launches share; refuses C strides that would overlap and bad tiles."""
+    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
+        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
+    tile.check()
+    mc, nc = _block_extents(m, n, tile)
+    return _Blocking(mc, nc, ceil(m / tile.mr), ceil(n / tile.nr), (ceil(n / nc), ceil(m / mc), batch),
+                     (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n)
+
+
 def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, a_batched: bool,
                    b_batched: bool, c_batch_stride: int, c_row_stride: int) -> Kernel:
     """Lowered kernel ``(ap, bp, c)``: ``c[b*c_batch_stride + i*c_row_stride + j] = sum_kk A_b[i, kk] *
@@ -165,14 +193,8 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
     ``ap`` and ``bp`` are packed (see the module docstring) with ``batch`` entries, or one shared by
     every batch where ``a_batched`` / ``b_batched`` is false.
     """
-    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
-        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
-    tile.check()
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
-    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
-    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
-    grid = (ceil(n / nc), ceil(m / mc), batch)
-    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
     with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
         ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
@@ -197,13 +219,13 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
 
 def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
     """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per block of its grid."""
-    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    mc, nc = _block_extents(m, n, tile)
     return (batch * ceil(m / mc) * ceil(n / nc), nc // tile.nr, tile.kc, tile.nr)
 
 
 def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
     """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per grid block."""
-    mc, nc = min(tile.mc, ceil(m / tile.mr) * tile.mr), min(tile.nc, ceil(n / tile.nr) * tile.nr)
+    mc, nc = _block_extents(m, n, tile)
     return (batch * ceil(m / mc) * ceil(n / nc), mc // tile.mr, tile.kc, tile.mr)
 
 
@@ -223,14 +245,8 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
     again by every block of a grid row, and a row-major A packs with strided stores: that costs
     more (12% at 128 x 768 x 768 on one Zen 5 core), so it pays only where it saves a launch.
     """
-    if c_row_stride < n or (batch > 1 and c_batch_stride < (m - 1) * c_row_stride + n):
-        raise ValueError(f"{name}: C strides ({c_batch_stride}, {c_row_stride}) overlap an {m} x {n} tile")
-    tile.check()
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
-    mc, nc = min(tile.mc, ceil(m / mr) * mr), min(tile.nc, ceil(n / nr) * nr)
-    panels_m, panels_n = ceil(m / mr), ceil(n / nr)
-    grid = (ceil(n / nc), ceil(m / mc), batch)
-    c_size = (batch - 1) * c_batch_stride + (m - 1) * c_row_stride + n
+    mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
     with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
         if layout_a is None:
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
