@@ -26,7 +26,6 @@ from db.cache import (
 from db.errors import (
     ConflictError,
     DatabaseError,
-    LeaseLostError,
     NotFoundError,
     SchemaVersionError,
     UnavailableError,
@@ -83,7 +82,6 @@ __all__ = [
     "JobRecord",
     "KernelFilter",
     "KernelResult",
-    "LeaseLostError",
     "NotFoundError",
     "SchemaVersionError",
     "ToolchainInfo",

@@ -21,7 +21,3 @@ class UnavailableError(DatabaseError):
 
 class SchemaVersionError(DatabaseError):
     """A stored JSON document has a schema version this code does not understand."""
-
-
-class LeaseLostError(DatabaseError):
-    """A worker acted on a job whose lease it no longer holds."""
