@@ -49,7 +49,12 @@ from compiler.toolchain import detect_host_compiler
 #: Bump when what a build means changes in a way the key's other parts would not show.
 CPU_BUILD_VERSION = "1"
 #: Flags every build gets; the ISA flags (``-march=native`` unless the device says otherwise) follow.
-BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-exceptions", "-fno-rtti", "-w")
+#: ``-fno-trapping-math``: kernels never read the floating-point exception flags, and without it g++
+#: will not if-convert a select whose arms hold floating-point arithmetic unless the ISA has masked
+#: vector operations: on AVX2 the full-range ``exp`` (``compiler.ops.cpu.vmath``) stayed scalar. It
+#: changes no value (unlike ``-ffast-math``): IEEE results, NaNs and infinities are kept.
+BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-exceptions", "-fno-rtti",
+              "-fno-trapping-math", "-w")
 #: A buffer this many times the last-level cache is written to flush it.
 FLUSH_FACTOR = 2
 _CTYPES: Mapping[str, type] = {"float32": ctypes.c_float, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32}

@@ -171,3 +171,14 @@ def test_features_place_sizes_by_rank_or_log_and_labels_one_hot():
     pool = Pool(space, [SMOOTH_BEST, PLANTED])
     assert pool.hamming(pool.free(set()), 0).tolist() == [0, 4]
     assert values_of(space, space.key(PLANTED)) == PLANTED
+
+
+def test_a_small_space_gets_a_small_initial_design() -> None:
+    """Ten spread points would be a quarter of a 40-point space: the model leads after a tenth of the
+    valid points, at least five; a large space keeps the ten."""
+    small = Space(template="small", params=(Param("a", (1, 2, 4, 8)), Param("b", tuple(range(10)))),
+                  make=lambda v: (v["a"], v["b"]))
+    rng = random.Random(0)
+    assert Hybrid().initial_points(Pool.of(small, rng)) == 5
+    assert Hybrid().initial_points(Pool.of(grid(), rng)) == 10
+    assert Hybrid(initial=3).initial_points(Pool.of(small, rng)) == 3

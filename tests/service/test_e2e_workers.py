@@ -186,7 +186,10 @@ def test_a_database_restart_is_survived_and_sigterm_releases_the_job(
     assert worker.wait(timeout=60) == 0
     exit_s = time.monotonic() - stopped_at
     released = _job(cluster_engine, job.id)
-    assert released.status == "queued" and released.worker is None and released.attempts == 2
+    # A restart that hits a database call mid-job fails the attempt and the worker takes the job back
+    # (attempts 2); one that falls between calls (a batch compiling) is only seen by the pool, which
+    # reconnects (attempts 1). Which of the two happens is timing; both are survived.
+    assert released.status == "queued" and released.worker is None and released.attempts in (1, 2)
     trials = _trials(cluster_engine, job.id)
     points = [tuple(sorted(t.params.items())) for t in trials]
     assert restarted + 2 <= len(trials) < 40 and len(points) == len(set(points))

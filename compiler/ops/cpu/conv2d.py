@@ -132,6 +132,19 @@ def _constraints(spec: Conv2dSpec, device: CpuDevice, level: int) -> tuple[Const
 
 #: Level-2 ways to split M and N into blocks of the compute launch (MC and NC follow, see ConvSchedule).
 BLOCK_SPLITS = (1, 2, 4, 8, 16, 32)
+#: M is split further where 32 blocks would leave more than this many rows in one (see ``m_splits``).
+MIN_SPLIT_ROWS = 128
+
+
+def m_splits(m: int) -> tuple[int, ...]:
+    """The level-2 splits of M: ``BLOCK_SPLITS``, and for a large image more powers of two, up to the
+    first that leaves at most ``MIN_SPLIT_ROWS`` rows a block. Without them an MC x KC block of a large
+    image (280 x 200 outputs: 28000 rows) cannot fit half of a 512 KiB L2 at any KC, and the default
+    schedule would fall outside the space; the usual layers (M up to 56 x 56) keep the six splits."""
+    splits = list(BLOCK_SPLITS)
+    while splits[-1] * MIN_SPLIT_ROWS < m:
+        splits.append(2 * splits[-1])
+    return tuple(splits)
 #: Level-2 KC steps (besides K split into 1 to 8 equal steps of at most 768).
 KC_STEPS = (128, 256, 384, 512, 768)
 
@@ -174,7 +187,7 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
             Param("mr", (4, 6, 8, 10, 12, 14)),
             Param("nr", (lanes, 2 * lanes, 3 * lanes)),
             Param("kc", _level2_kc(k)),
-            Param("m_blocks", BLOCK_SPLITS),
+            Param("m_blocks", m_splits(m)),
             Param("n_blocks", BLOCK_SPLITS),
             Param("k_unroll", (1, 4)),
             Param("pack_panels", (1, 4, 8)),
@@ -203,11 +216,13 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     _, l2, _ = _sizes(device)
     kc = ceil(k / ceil(k / max_kc))
     mc = max(mr, min(256, (l2 // 2) // (4 * kc)) // mr * mr)
-    m_blocks = _round_up_to(ceil(ceil(m / mr) / (mc // mr)), BLOCK_SPLITS)
+    splits = m_splits(m)
+    m_blocks = _round_up_to(ceil(ceil(m / mr) / (mc // mr)), splits)
     n_blocks = next((b for b in BLOCK_SPLITS if m_blocks * b * conv.batch >= 4 * cores), BLOCK_SPLITS[-1])
     n_blocks = min(n_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(n / nr)))
-    m_blocks = min(m_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(m / mr)))
-    # With M past 32 blocks of MC rows, the block of A outgrows half the L2 at this KC: shorten KC instead.
+    m_blocks = min(m_blocks, max(b for b in splits if b <= ceil(m / mr)))
+    # Where M has fewer micro-panels than the split wanted, the block of A may outgrow half the L2 at
+    # this KC: shorten KC instead.
     mc_used = mr * ceil(ceil(m / mr) / m_blocks)
     if 4 * mc_used * min(kc, k) > l2 // 2:
         kc = max((c for c in _level2_kc(k) if 4 * mc_used * c <= l2 // 2), default=min(_level2_kc(k)))

@@ -97,6 +97,21 @@ def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]
     assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
 
 
+@pytest.mark.parametrize("l2_kib", [512, 1024])
+def test_a_large_image_keeps_its_default_in_the_space_on_a_small_l2(l2_kib: int) -> None:
+    """28000 output rows: 32 blocks of M leave an MC x KC block over half of a 512 KiB L2 at any KC,
+    so M gets more splits there; the usual layers keep the six."""
+    device = CpuDevice("x", "AuthenticAMD", "x86_64", ("avx2", "fma"), 8, 2, 2,
+                       (CacheLevel(1, "Data", 32768, 64, 1), CacheLevel(2, "Unified", l2_kib << 10, 64, 1)), 3.0,
+                       "t", 2)
+    spec = Conv2dSpec(n=1, c=120, h=280, w=200, k=2, r=3, s=3, padding=(1, 1), stride=(2, 1), layout="NHWC")
+    level2 = conv2d.space(spec, device, 2)
+    default = conv2d.default_schedule(spec, device)
+    assert level2.violation(default) is None and default.m_blocks > 32
+    assert conv2d.m_splits(28000) == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert conv2d.m_splits(56 * 56) == conv2d.BLOCK_SPLITS
+
+
 def test_pixels_past_32_bits_are_refused_with_a_reason() -> None:
     spec = Conv2dSpec(n=1, c=1, h=65536, w=65536, k=1, r=1, s=1, stride=(2, 2))  # a 2^32-element plane
     with pytest.raises(EmptySpaceError, match="32-bit"):
