@@ -5,9 +5,8 @@ in-process executor, or a PostgreSQL job queue). A worker moves a job through :f
 :func:`record_progress` (which hands back the job, so a cancellation is seen after the trial in
 progress) and :func:`end_job`, or gives it back with :func:`release_job`.
 
-There are no leases here any more: procrastinate's worker heartbeats and stalled-job retry (cluster),
-or the executor's own restart (embedded), decide when a job whose worker died runs again. The lease
-columns stay until a migration drops them.
+There are no leases: procrastinate's worker heartbeats and stalled-job retry (cluster), or the
+executor's own restart (embedded), decide when a job whose worker died runs again.
 """
 
 from __future__ import annotations
@@ -58,8 +57,6 @@ def _to_record(row: Any) -> JobRecord:
         queue=job.queue,
         options=job.options or {},
         worker=job.worker,
-        lease_owner=job.lease_owner,
-        lease_expires_at=job.lease_expires_at,
         attempts=job.attempts,
         error=job.error,
         created_at=job.created_at,
@@ -142,8 +139,7 @@ def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) ->
     done = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(ACTIVE_JOB_STATUSES))
-        .values(status="cancelled", finished_at=now, updated_at=now, lease_owner=None, lease_expires_at=None,
-                worker=None)
+        .values(status="cancelled", finished_at=now, updated_at=now, worker=None)
         .returning(Job.id)
     ).first()
     job = get_job(session=session, job_id=job_id)

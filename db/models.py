@@ -134,8 +134,6 @@ class Job(Base):
     options: Mapped[dict[str, Any] | None] = mapped_column(VersionedJSON(version=1), nullable=True)
     #: The worker running the job now (None while it waits).
     worker: Mapped[str | None] = mapped_column(String(200))
-    lease_owner: Mapped[str | None] = mapped_column(String(200))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

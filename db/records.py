@@ -180,8 +180,6 @@ class JobRecord:
     options: Mapping[str, Any]
     #: The worker running it now, None while it waits or once it ended.
     worker: str | None
-    lease_owner: str | None
-    lease_expires_at: datetime | None
     attempts: int
     error: str | None
     created_at: datetime

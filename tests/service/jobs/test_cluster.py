@@ -39,7 +39,7 @@ def test_the_queue_schema_comes_and_goes_with_revision_0007(postgres_server: Any
     url = postgres_server.url(postgres_server.create_database())
     upgrade(url, "0005")
     assert not _tables(url) & PROCRASTINATE_TABLES
-    upgrade(url)
+    upgrade(url, "0007")
     assert current_revision(url) == "0007" and _tables(url) >= PROCRASTINATE_TABLES
     app = make_app(url, sync=True)
     with app.open():
@@ -72,7 +72,7 @@ def _job(job_id: int, queue: str) -> JobRecord:
     now = datetime.now().astimezone()
     return JobRecord(id=job_id, workload=WorkloadSpec(op="softmax", spec={}), device=DeviceInfo("d", "a", "v"),
                      toolchain=ToolchainInfo("w", "n", "h"), status="queued", strategy="default", budget={},
-                     progress={}, lease_owner=None, lease_expires_at=None, attempts=0, error=None, created_at=now,
+                     progress={}, attempts=0, error=None, created_at=now,
                      started_at=None, finished_at=None, updated_at=now, target="cpu", queue=queue, options={},
                      worker=None)
 
