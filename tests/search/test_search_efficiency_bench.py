@@ -1,0 +1,38 @@
+"""``bench/search_efficiency.py``'s re-timing: the fastest points of a measured table are timed again
+in the measuring process and their medians replace the single measurements; the rest stay."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "bench" / "search_efficiency.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fastest_points_are_retimed_and_the_rest_kept() -> None:
+    from compiler.backends import get_target
+    from compiler.ops import parse_spec
+
+    if get_target("cpu").unavailable_reason() is not None:
+        pytest.skip("no host compiler")
+    bench = _bench()
+    spec = parse_spec({"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "sum"})
+    keys = [bench._space(spec).key(v) for v in bench._space(spec).valid_values()[:4]]
+    # Made-up single measurements: two "fast" points (one far too fast to be real), two slow ones.
+    table = {keys[0]: (1e-9, 0.5), keys[1]: (2e-9, 0.5), keys[2]: (50.0, 0.5), keys[3]: (None, 0.5)}
+    retimed, count = bench.retime_top(spec, table, top=2, rounds=2, within=0.03)
+    assert count == 2
+    for key in keys[:2]:
+        value, seconds = retimed[key]
+        assert value is not None and value > 1e-6 and seconds == 0.5  # a real median, in ms
+    assert retimed[keys[2]] == (50.0, 0.5) and retimed[keys[3]] == (None, 0.5)
