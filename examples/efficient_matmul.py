@@ -42,7 +42,7 @@ from compiler.ir import (
 from compiler.mapping import auto_map, spatial
 from compiler.numeric import TOLERANCE, relative_error
 from compiler.source import KernelSource
-from service.cli.table import format_table
+from service.cli.table import print_table
 
 WARPS_M, WARPS_N = 4, 2  # warps per block
 WARP_REPEAT_M, WARP_REPEAT_N = 2, 2  # each warp covers its footprint 2 x 2 times
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append([arch, "ok", usage.registers, usage.shared_bytes, usage.spill_stores, usage.spill_loads,
                      round(result.compile_ms)])
     print(f"\nresources (NVRTC {'.'.join(map(str, nvrtc_version()))}):")
-    print(format_table(["arch", "build", "registers", "smem B", "spill st B", "spill ld B", "compile ms"], rows))
+    print_table(["arch", "build", "registers", "smem B", "spill st B", "spill ld B", "compile ms"], rows)
 
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report_json(report, targets), indent=2))
     else:
-        print(format_table(report_rows(report, targets)))
+        table.print_table(HEADER, report_rows(report, targets))
     return exit_status(report)
 
 
@@ -114,9 +114,8 @@ def _bytes(size: int) -> str:
     return f"{size / (1 << 20):.1f}".removesuffix(".0") + " MiB"
 
 
-def format_table(rows: list[Row]) -> str:
-    """Rows as an aligned plain-text table with a header."""
-    return table.format_table(("component", "state", "detail"), rows)
+#: The columns of the report.
+HEADER = ("component", "state", "detail")
 
 
 def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from db.records import ApiKeyRecord
 from db.session import create_engine_for, session_scope
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
-from service.cli.table import format_table
+from service.cli.table import print_table
 from service.cli.tune import ready_database
 
 
@@ -85,7 +85,7 @@ def ls_command(args: argparse.Namespace) -> int:
     rows = [[key.id, f"{key.prefix}...", ",".join(key.scopes), _limits(key), _when(key.created_at),
              _when(key.last_used_at), "revoked " + _when(key.revoked_at) if key.revoked_at else "live", key.name]
             for key in keys]
-    print(format_table(["id", "key", "scopes", "limits", "created", "last used", "state", "name"], rows))
+    print_table(["id", "key", "scopes", "limits", "created", "last used", "state", "name"], rows)
     return 0
 
 

@@ -3,11 +3,12 @@
 On a terminal rich fits the table to its width (folding the last column, the free text) and may use
 colour; anywhere else (a log, a pipe, a test) the table is plain text: no colour, no escape codes, no
 wrapping (lines as long as their cells), no trailing spaces, a rule of ASCII dashes under the header.
-``format_table`` is the older plain formatter, kept for the commands and benches that still call it.
+``format_table`` gives that plain text as a string.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -79,22 +80,13 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, titl
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """``rows`` under ``header`` with a rule, each column as wide as its widest cell.
-
-    Numbers align right. The last column is free text: never padded, its rule as wide as its header.
+    """``rows`` under ``header`` as plain text, as :func:`print_table` writes them to a log (for text
+    that is indented or embedded further).
 
     >>> print(format_table(["name", "size", "note"], [["a", 12, "first"], ["bcd", 3.5, ""]]))
     name  size  note
-    ----  ----  ----
+    ----- ----- -----
     a       12  first
     bcd    3.5
     """
-    cells = [[format_value(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
-    widths[-1] = len(header[-1])
-
-    def line(row: Sequence[str]) -> str:
-        parts = [c.rjust(w) if _is_number(c) else c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
-        return "  ".join([*parts, row[-1]]).rstrip()
-
-    return "\n".join([line(list(header)), "  ".join("-" * w for w in widths), *(line(r) for r in cells)])
+    return render(rich_table(header, rows), io.StringIO())

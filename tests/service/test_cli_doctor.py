@@ -20,6 +20,7 @@ from compiler.toolchain import (
     ToolchainReport,
 )
 from service.cli import doctor, main
+from service.cli.table import format_table
 
 NVRTC = NvrtcInfo(True, "13.5", ("sm_80", "sm_90"), 41.6)
 HEADERS = HeadersInfo(Path("/opt/cuda/include"))
@@ -53,10 +54,10 @@ def report(**changes: object) -> ToolchainReport:
 
 
 def test_table_without_gpu() -> None:
-    table = doctor.format_table(doctor.report_rows(report()))
+    table = format_table(doctor.HEADER, doctor.report_rows(report()))
     assert table.splitlines() == [
         "component     state  detail",
-        "------------  -----  ------",
+        "------------- ------ " + "-" * 80,
         "warpmap       ok     0.1.0 (Python 3.11.7)",
         "NVRTC         ok     13.5, smoke compile to sm_80 in 42 ms",
         "NVRTC archs   ok     sm_80 sm_90",

@@ -13,8 +13,8 @@ def test_values_read_as_shapes_and_short_numbers():
 def test_columns_align_and_the_last_is_free_text():
     text = format_table(["#", "tile", "note"], [[0, (64, 128), "pass"], [10, (8, 8), "spills 4 bytes"]])
     assert text.splitlines() == [
-        "#   tile    note",
-        "--  ------  ----",
+        " #  tile    note",
+        "--- ------- --------------",
         " 0  64x128  pass",
         "10  8x8     spills 4 bytes",
     ]
