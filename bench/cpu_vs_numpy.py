@@ -56,10 +56,11 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backends import cpu
+from compiler.backends.cpu_peak import ROWS, STEPS, fma_kernel
 from compiler.backends.timing import Protocol, measure, percentile
 from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
-from compiler.ir import blockIdx, f32, fma, kernel, lower, range_, registers
+from compiler.ir import lower
 from compiler.ops.cpu import matmul
 from compiler.ops.cpu.gemm import GemmTile
 from compiler.ops.matmul_spec import MatmulSpec
@@ -174,30 +175,17 @@ def _rates(flops: float, samples_ns: list[int]) -> tuple[float, float, float]:
 
 
 def measured_peak(ctx: Context) -> float:
-    """GFLOP/s of a kernel doing only register FMAs (12 x 2 vectors of independent chains per core),
-    from its fastest sample."""
-    lanes, steps, cores = ctx.device.f32_lanes, 200_000, ctx.config.workers
-    rows, width = 12, 2 * lanes
-    with kernel("fma_peak", block=1, grid=cores) as k:
-        out = k.tensor("out", f32, (cores, rows, width))
-        acc = registers("acc", f32, (rows, width))
-        for i in range_(rows, name="i", unroll=True):
-            for j in range_(width, name="j", simd=True):
-                acc[i, j] = 1.0
-        for _ in range_(steps, name="s"):
-            for i in range_(rows, name="i", unroll=True):
-                for j in range_(width, name="j", simd=True):
-                    acc[i, j] = fma(acc[i, j], 0.999999, 1e-6)
-        for i in range_(rows, name="i", unroll=True):
-            for j in range_(width, name="j", simd=True):
-                out[blockIdx.x, i, j] = acc[i, j]
-    loaded = cpu.load(cpu.compile(render_host(lower(k.kernel)), ctx.config), ctx.config)
-    buffer = np.zeros((cores, rows, width), np.float32)
+    """GFLOP/s of the cpu target's peak kernel (``compiler.backends.cpu_peak``: register FMAs only, on
+    every core), from its fastest sample under this bench's clock."""
+    lanes, cores = ctx.device.f32_lanes, ctx.config.workers
+    source = render_host(lower(fma_kernel(lanes, cores, STEPS)))
+    loaded = cpu.load(cpu.compile(source, ctx.config, ctx.device), ctx.config)
+    buffer = np.zeros((cores, ROWS, 2 * lanes), np.float32)
     values = cpu.check_args(loaded.artifact.kernel, [buffer])
     samples = measure(lambda: loaded.function(*values, loaded.workers),
                       Protocol(warmup_ms=20, min_repetitions=50, target_ms=200), clock=ctx.clock)
     # The fastest sample: what the cores do when the machine lends them whole (a peak is a bound).
-    return 2 * cores * rows * width * steps / min(samples.samples_ns)
+    return 2 * cores * ROWS * 2 * lanes * STEPS / min(samples.samples_ns)
 
 
 def neighbours(spec: MatmulSpec, device: CpuDevice, tile: GemmTile) -> list[GemmTile]:

@@ -168,6 +168,13 @@ def measure_candidate(request: MeasureRequest) -> Measurement:
     return Measurement(TrialStatus.OK, "", error, samples)
 
 
+def measured_peak(target: Target) -> float | None:
+    """The target's FP32 peak in GFLOP/s where it measures one (the cpu, in the process that times), else
+    None (a GPU's comes from its device description)."""
+    peak = getattr(target, "measured_peak_gflops", None)
+    return float(peak()) if callable(peak) else None
+
+
 def retime(requests: Sequence[MeasureRequest], rounds: int) -> list[Samples]:
     """Time each artifact again, interleaved: ``rounds`` rounds, each timing every artifact once under its
     protocol, so drift in the machine's speed falls on all of them alike. Returns the pooled samples of

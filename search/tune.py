@@ -49,6 +49,7 @@ from search.measure import (
     MeasureRequest,
     build_candidate,
     measure_candidate,
+    measured_peak,
     retime,
 )
 from search.measure import compile_workers as pool_size
@@ -111,6 +112,8 @@ class TuneResult:
     stopped: str
     study: str
     retimed: Mapping[str, float] = field(default_factory=dict)
+    #: Whether ``peak_gflops`` was measured on the target (the cpu) or estimated from its description.
+    peak_measured: bool = False
 
     @property
     def latency_ms(self) -> float:
@@ -323,6 +326,7 @@ def tune(
                                          lost_after_s=lost_after_s or LOST_AFTER_S + timeout_s)
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
+            peak = _measured_peak(run) if best_key is not None else None
         finally:
             run.pool.shutdown(cancel_futures=True)
     if best_key is None or best_samples is None:
@@ -330,8 +334,8 @@ def tune(
     return TuneResult(
         spec=spec_data, target=target.name, values=run.values[best_key], artifact=run.artifacts[best_key],
         samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
-        peak_gflops=_peak(target.device()), trials=tuple(run.trials), stopped=found.stopped,
-        study=found.study_name, retimed=retimed,
+        peak_gflops=peak if peak is not None else _peak(target.device()), trials=tuple(run.trials),
+        stopped=found.stopped, study=found.study_name, retimed=retimed, peak_measured=peak is not None,
     )
 
 
@@ -359,6 +363,15 @@ def _retime_best(run: _Run) -> tuple[str | None, Samples | None, dict[str, float
     medians = {key: samples.median_ns / 1e6 for key, samples in zip(best, pooled, strict=True)}
     winner = min(range(len(best)), key=lambda i: pooled[i].median_ns)
     return best[winner], pooled[winner], medians
+
+
+def _measured_peak(run: _Run) -> float | None:
+    """The target's peak, measured in the measuring process (None where the target measures none, or
+    the measurement failed: the estimate stands in, and the tuning is not lost)."""
+    outcome = run.child.call(measured_peak, run.target, timeout_s=run.timeout_s)
+    if isinstance(outcome, Returned) and isinstance(outcome.value, float) and outcome.value > 0:
+        return outcome.value
+    return None
 
 
 def _no_result(trials: list[Trial]) -> str:

@@ -73,6 +73,13 @@ class CpuTarget:
     def fingerprint(self) -> dict[str, str]:
         return cpu.fingerprint(self._config(), self.device())
 
+    def measured_peak_gflops(self) -> float:
+        """The FP32 peak of the cores a launch uses, measured (``compiler.backends.cpu_peak``): call it
+        where kernels are timed."""
+        from compiler.backends.cpu_peak import measured_peak_gflops
+
+        return measured_peak_gflops(self._config(), self.device())
+
     def compile(self, program: Program) -> Artifact | CompileFailure:
         cfg, device = self._config(), self.device()
         launches: list[LaunchBuild] = []

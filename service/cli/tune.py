@@ -262,7 +262,7 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
         "latency_ms": result.latency_ms,
         "latency_p20_ms": result.samples.p20_ns / 1e6, "latency_p80_ms": result.samples.p80_ns / 1e6,
         "gflops": result.gflops, "gbs": result.gbs, "peak_fraction": result.peak_fraction,
-        "peak_gflops": result.peak_gflops,
+        "peak_gflops": result.peak_gflops, "peak_measured": result.peak_measured,
         "trials": len(result.trials), "statuses": counts, "stopped": result.stopped,
         "kernel": {"entry": result.artifact.program.name, "source": program_source(result.artifact)},
     }
@@ -282,9 +282,10 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     if report.get("gflops") is not None:
         table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
     if report.get("peak_fraction") is not None:
-        # The estimate multiplies by the clock the OS reports, which boost can exceed: say what it is.
-        table.add_row("of est. peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
-                      "(FMA pipes x lanes x 2 x cores x the OS's clock)")
+        # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds).
+        how = ("measured: register FMAs on every core" if report.get("peak_measured")
+               else "estimated: FMA pipes x lanes x 2 x cores x the OS's clock")
+        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s ({how})")
     table.add_row("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
         if "statuses" in report else ""))

@@ -52,6 +52,8 @@ def test_tune_returns_a_correct_kernel_and_every_trial() -> None:
     assert result.latency_ms > 0 and result.gflops == pytest.approx(2 * 37 * 29 * 53 / (result.latency_ms * 1e6))
     assert _run_artifact(result, spec) < 1e-5
     assert result.values in [t.values for t in result.trials]
+    # The cpu's peak is measured where the kernels were timed, not estimated from the OS's clock.
+    assert result.peak_measured and result.peak_gflops is not None and result.peak_gflops > 0
 
 
 def test_a_study_resumes_without_measuring_its_points_again(tmp_path: Path) -> None:
