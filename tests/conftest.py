@@ -83,10 +83,22 @@ def find_bin_dir() -> Path | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free at the moment of asking."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM (a server's graceful stop), then SIGKILL past ``timeout_s``; waits for the exit."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @dataclass
@@ -123,7 +135,7 @@ class PostgresServer:
         )  # fmt: skip
         last_error: Exception | None = None
         for _ in range(5):  # another process may take the port between probe and bind
-            self.port = _free_port()
+            self.port = free_port()
             options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} {SERVER_OPTIONS}"
             try:
                 self._run(

@@ -275,19 +275,16 @@ def test_the_migrate_service_migrates_the_database(empty_url: str) -> None:
 
 
 def test_the_api_service_answers_the_images_health_check(empty_url: str) -> None:
-    import os
-    import signal
-    import socket
     import time
+
+    from tests.conftest import free_port, stop_process
 
     command = [str(a) for a in services()["api"]["command"]]
     parse_cli(command)  # skips while `serve` is not in this build
     env = _process_env("api", empty_url)
     subprocess.run([_warpmap(), *services()["migrate"]["command"]], env=env, check=True, capture_output=True,
                    timeout=300)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command[command.index("--host") + 1] = "127.0.0.1"  # not every interface of a shared machine
     command[command.index("--port") + 1] = str(port)
     (health,) = [rest for word, rest in stages()[-1] if word == "HEALTHCHECK"]
@@ -302,9 +299,4 @@ def test_the_api_service_answers_the_images_health_check(empty_url: str) -> None
             assert time.monotonic() < deadline, "the health check did not pass within 60 s"
             time.sleep(0.5)
     finally:
-        os.kill(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)

@@ -87,11 +87,11 @@ def test_the_example_against_a_real_embedded_service(tmp_path) -> None:
     """`warpmap serve` as the README starts it (SQLite, the cpu executor in process), a key from `warpmap
     keys create`, then the example twice: a tuning, then a cache hit."""
     import os
-    import signal
-    import socket
     import subprocess
     import sys
     import time
+
+    from tests.conftest import free_port, stop_process
 
     warpmap = str(Path(sys.executable).with_name("warpmap"))
     env = {**os.environ, "WARPMAP_DATABASE_URL": f"sqlite:///{tmp_path / 'warpmap.db'}",
@@ -100,9 +100,7 @@ def test_the_example_against_a_real_embedded_service(tmp_path) -> None:
     created = subprocess.run([warpmap, "keys", "create", "--scope", "tune"], env=env, check=True, capture_output=True,
                              text=True, timeout=120)
     key = created.stdout.split()[-1]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([warpmap, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -124,9 +122,4 @@ def test_the_example_against_a_real_embedded_service(tmp_path) -> None:
             assert proc.returncode == 0, proc.stdout + proc.stderr
             assert "relative error against numpy: " in proc.stdout
     finally:
-        os.kill(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,16 +22,12 @@ import pytest
 
 from db import create_engine_for
 from service.client import Client, Tuning
+from tests.conftest import free_port
 from tests.service.jobs.conftest import REDUCE, SOFTMAX
 from tests.service.test_e2e_workers import _alive, _wait
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -48,7 +43,7 @@ def _tune_key(url: str) -> str:
 
 def test_two_workloads_tuned_over_http_survive_a_killed_worker(
         cluster_url: str, warpmap_process: Callable[..., subprocess.Popen[bytes]]) -> None:
-    port = _free_port()
+    port = free_port()
     warpmap_process("api", "serve", "--database-url", cluster_url, "--host", "127.0.0.1", "--port", str(port))
     workers = {name: warpmap_process(name, "worker", "--database", cluster_url, "--target", "cpu", "--name", name)
                for name in ("worker-a", "worker-b")}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import threading
 import time
@@ -16,19 +15,14 @@ from sqlalchemy.engine import make_url
 
 from db.repository import get_kernel
 from service.cli import main
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.conftest import free_port
 
 
 @pytest.fixture
 def served(make_api: Any) -> Iterator[tuple[str, Any]]:
     """A new app under uvicorn on a loopback port, in a thread; ``(base URL, api helpers)``."""
     api = make_api()
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(api.new_app(api_flush_s=0.1), host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
