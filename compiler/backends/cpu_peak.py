@@ -3,9 +3,11 @@
 The estimate of ``CpuDevice.peak_gflops_f32`` multiplies by the clock the OS reports, which boost
 passes: on the 2-core Zen 2 VM the estimate said 144 GFLOP/s and a tuned 512³ matmul ran at 175
 (122% "of peak"). A roofline needs a bound the machine cannot beat, so the cpu target measures one:
-12 x 2 vectors of independent FMA chains per core (enough to cover the FMA latency on the machines
-this targets), in one launch over all the cores, through the same build and load path as every
-kernel; the rate of its fastest sample is the peak.
+12 x 2 vectors of independent FMA chains per core, in one launch over all the cores, through the same
+build and load path as every kernel; the rate of its fastest sample is the peak. 24 chains are more
+than AVX2's 16 registers hold, yet on the Zen 2 VM they measured faster than chains that fit (in one
+run: 6 x 2 chains 93 GFLOP/s, 8 x 2 108, 12 x 2 108, 16 x 2 91; OpenBLAS ran at 188 when these 24
+measured 186), so the kernel keeps them on every machine.
 """
 
 from __future__ import annotations
