@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from compiler.backends import get_target
+from compiler.ops import get_operator
 from db import list_workers
 from service.api.limits import invalid
 from service.api.state import ApiState
@@ -42,6 +44,16 @@ def choose(workers: Sequence[Any], requested: str | None) -> tuple[str, Any]:
         raise invalid(("body", "target"), f"no registered worker serves target {target!r} ({known})")
     candidates.sort(key=lambda w: (not w.alive, -w.last_seen_at.timestamp() if w.last_seen_at else 0.0, w.name))
     return target, candidates[0]
+
+
+def check_template(operator: Any, target: str) -> None:
+    """A 422 naming ``operator.dtype`` when the operator has no template for its dtype on ``target``'s
+    kind of device (float16 on the cpu): refused here, not queued to fail in a worker."""
+    family = get_target(target.partition(":")[0]).template_target
+    try:
+        get_operator(operator.op).template_for(operator, family)
+    except ValueError as exc:
+        raise invalid(("body", "operator", "dtype"), str(exc)) from None
 
 
 async def registered_workers(state: ApiState) -> list[Any]:

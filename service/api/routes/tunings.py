@@ -24,7 +24,7 @@ from service.api.auth import ReadKey, State, TuneKey
 from service.api.errors import documented
 from service.api.limits import bounded_budget, check_spec_bounds, invalid, known_query
 from service.api.state import ApiState
-from service.api.targets import choose, registered_workers
+from service.api.targets import check_template, choose, registered_workers
 
 router = APIRouter(prefix="/v1/tunings", tags=["tunings"], dependencies=[Depends(known_query)])
 log = logging.getLogger("warpmap.api")
@@ -84,6 +84,7 @@ async def create_tuning(
     check_spec_bounds(body.operator, settings)
     budget = bounded_budget(body.budget, key, settings)
     target, worker = choose(await registered_workers(state), body.target)
+    check_template(body.operator, target)
     workload = WorkloadSpec(op=body.operator.op, spec=body.operator.model_dump(mode="json"))
     hit = await state.cached_lookup(workload, worker.device, worker.toolchain)
     if hit is not None:

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from db.jobs import end_job, record_progress, start_job
+from db.jobs import end_job, list_jobs, record_progress, start_job
 from db.records import TrialResult
 from db.repository import get_kernel, record_trial, save_kernel
 
@@ -180,3 +180,16 @@ def test_a_job_the_engine_refuses_is_503_and_not_left_active(api: Any) -> None:
     del api.dispatcher.enqueue  # the engine is back: the next request makes a new job
     again = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers())
     assert again.status_code == 202 and again.json()["tuning"]["status"] == "queued"
+
+
+def test_a_dtype_without_a_template_on_the_target_is_422_and_queues_nothing(api: Any) -> None:
+    half = {**api.matmul, "dtype": "float16"}
+    answer = api.client.post("/v1/tunings", json={"operator": half, "target": "cpu"}, headers=api.headers())
+    assert answer.status_code == 422, answer.text
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == ["body", "operator", "dtype"]
+    assert error["msg"] == "no matmul template for dtype 'float16' on target 'cpu'; that target has dtypes float32"
+    assert api.dispatcher.enqueued == [] and api.db(list_jobs) == []
+    api.register(name="gpu-0", target="cuda", device=api.gpu)  # a GPU has float16 templates
+    assert api.client.post("/v1/tunings", json={"operator": half, "target": "cuda"},
+                           headers=api.headers()).status_code == 202
