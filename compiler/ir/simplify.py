@@ -140,7 +140,28 @@ def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
     rebuilt = _rebuild(terms, const, dtype)
     if dtype.kind == "uint" or interval(rebuilt, env) is not None:
         return rebuilt
+    # Unproven, a term that merges several written ones may overflow where they did not
+    # (``a - (1 - a)`` as ``a * 2 - 1`` at a = 2**30): then the node stays as written.
+    counts = _occurrences(node)
+    if any(counts.get(key, 0) > 1 for key in terms):
+        return node
     return _rebuild(terms, const, dtype, keep_order=True)
+
+
+def _occurrences(expr: Expr) -> dict[object, int]:
+    """How many times each atom of ``_linear(expr)`` is written in ``expr``."""
+    if isinstance(expr, Unary) and expr.op == "neg":
+        return _occurrences(expr.a)
+    # A product is linear (and counted through) only when one side is a constant, as in ``_linear``.
+    if isinstance(expr, Binary) and (expr.op in ("add", "sub") or (
+            expr.op == "mul" and (not _linear(expr.a)[0] or not _linear(expr.b)[0]))):
+        counts = _occurrences(expr.a)
+        for key, n in _occurrences(expr.b).items():
+            counts[key] = counts.get(key, 0) + n
+        return counts
+    if isinstance(expr, Const):
+        return {}
+    return {structure_key(expr): 1}
 
 
 def _fits(terms: Terms, const: int, dtype: DataType) -> bool:

@@ -152,3 +152,14 @@ def test_simplify_agrees_with_c_semantics(case):
             raise AssertionError(f"{expr!r} -> {simplified!r} is undefined at {point}: {error}") from None
         assert got == expected, f"{expr!r} -> {simplified!r} at {point}: {got} != {expected}"
     assume(defined > 0)
+
+
+def test_merged_signed_terms_that_may_overflow_stay_as_written() -> None:
+    """``a - (1 - a)`` is defined at a = 2**30 (it is INT_MAX); ``a * 2 - 1`` is not: without a range
+    that proves the merged form safe, the expression keeps its written shape."""
+    a = Var("i32_a", i32)
+    written = Binary("sub", a, Binary("sub", Const(1, i32), a, i32), i32)
+    simplified = simplify_expr(written, RangeEnv())
+    assert evaluate_expr(simplified, {a: 1 << 30}) == evaluate_expr(written, {a: 1 << 30}) == (1 << 31) - 1
+    bounded = simplify_expr(written, RangeEnv().with_var(a, (0, 1000)))
+    assert repr(bounded) == "((i32_a * 2) - 1)"  # proven safe there: merged
