@@ -56,11 +56,10 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backends import cpu
-from compiler.backends.cpu_peak import ROWS, STEPS, fma_kernel
+from compiler.backends.cpu_peak import measured_peak_gflops
 from compiler.backends.timing import Protocol, measure, percentile
 from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
-from compiler.ir import lower
 from compiler.ops.cpu import matmul
 from compiler.ops.cpu.gemm import GemmTile
 from compiler.ops.matmul_spec import MatmulSpec
@@ -177,15 +176,8 @@ def _rates(flops: float, samples_ns: list[int]) -> tuple[float, float, float]:
 def measured_peak(ctx: Context) -> float:
     """GFLOP/s of the cpu target's peak kernel (``compiler.backends.cpu_peak``: register FMAs only, on
     every core), from its fastest sample under this bench's clock."""
-    lanes, cores = ctx.device.f32_lanes, ctx.config.workers
-    source = render_host(lower(fma_kernel(lanes, cores, STEPS)))
-    loaded = cpu.load(cpu.compile(source, ctx.config, ctx.device), ctx.config)
-    buffer = np.zeros((cores, ROWS, 2 * lanes), np.float32)
-    values = cpu.check_args(loaded.artifact.kernel, [buffer])
-    samples = measure(lambda: loaded.function(*values, loaded.workers),
-                      Protocol(warmup_ms=20, min_repetitions=50, target_ms=200), clock=ctx.clock)
-    # The fastest sample: what the cores do when the machine lends them whole (a peak is a bound).
-    return 2 * cores * ROWS * 2 * lanes * STEPS / min(samples.samples_ns)
+    return measured_peak_gflops(ctx.config, ctx.device, protocol=Protocol(warmup_ms=20, min_repetitions=50,
+                                                                          target_ms=200), clock=ctx.clock)
 
 
 def neighbours(spec: MatmulSpec, device: CpuDevice, tile: GemmTile) -> list[GemmTile]:

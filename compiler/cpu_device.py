@@ -79,11 +79,6 @@ class CpuDevice:
     def has(self, feature: str) -> bool:
         return feature in self.features
 
-    @property
-    def vector_registers(self) -> int:
-        """Architectural vector registers at the f32 lane width: 32 zmm with AVX-512, else 16."""
-        return 32 if self.has("avx512f") else 16
-
     def cache(self, level: int, kind: str = "Unified") -> CacheLevel | None:
         return next((c for c in self.caches if c.level == level and c.kind == kind), None)
 

@@ -12,6 +12,9 @@ measured 186), so the kernel keeps them on every machine.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import numpy as np
 
 from compiler.backends import cpu
@@ -48,9 +51,10 @@ def fma_kernel(lanes: int, cores: int, steps: int = STEPS) -> Kernel:
     return k.kernel
 
 
-def measured_peak_gflops(config: cpu.CpuConfig, device: CpuDevice, steps: int = STEPS) -> float:
-    """GFLOP/s of :func:`fma_kernel` on ``config.workers`` cores, from its fastest sample (``RuntimeError``
-    when the kernel does not build or computes nothing)."""
+def measured_peak_gflops(config: cpu.CpuConfig, device: CpuDevice, steps: int = STEPS,
+                         protocol: Protocol = PROTOCOL, clock: Callable[[], int] = time.perf_counter_ns) -> float:
+    """GFLOP/s of :func:`fma_kernel` on ``config.workers`` cores, from its fastest sample under ``clock``
+    (``RuntimeError`` when the kernel does not build or computes nothing)."""
     cores = config.workers
     built = cpu.compile(render_host(lower(fma_kernel(device.f32_lanes, cores, steps))), config, device)
     if isinstance(built, cpu.CompileFailure):
@@ -58,7 +62,7 @@ def measured_peak_gflops(config: cpu.CpuConfig, device: CpuDevice, steps: int = 
     loaded = cpu.load(built, config)
     buffer = np.zeros((cores, ROWS, 2 * device.f32_lanes), np.float32)
     values = cpu.check_args(loaded.artifact.kernel, [buffer])
-    samples = measure(lambda: loaded.function(*values, loaded.workers), PROTOCOL)
+    samples = measure(lambda: loaded.function(*values, loaded.workers), protocol, clock=clock)
     if not (np.isfinite(buffer).all() and (buffer != 0).all()):
         raise RuntimeError("the peak kernel computed nothing: its FMAs were optimised away")
     return 2.0 * cores * ROWS * 2 * device.f32_lanes * steps / min(samples.samples_ns)

@@ -128,7 +128,8 @@ def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
     positive first only where the ranges prove no partial sum overflows; otherwise they keep the
     order they were written in (``a - b + c`` must not become ``a + c - b``, which may overflow).
     """
-    terms, const = _linear(node)
+    written: dict[object, int] = {}
+    terms, const = _linear(node, written)
     if dtype.kind == "uint":
         terms = {k: (atom, _nearest(c, dtype)) for k, (atom, c) in terms.items() if _nearest(c, dtype)}
         const = _nearest(const, dtype)
@@ -142,26 +143,9 @@ def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
         return rebuilt
     # Unproven, a term that merges several written ones may overflow where they did not
     # (``a - (1 - a)`` as ``a * 2 - 1`` at a = 2**30): then the node stays as written.
-    counts = _occurrences(node)
-    if any(counts.get(key, 0) > 1 for key in terms):
+    if any(written[key] > 1 for key in terms):
         return node
     return _rebuild(terms, const, dtype, keep_order=True)
-
-
-def _occurrences(expr: Expr) -> dict[object, int]:
-    """How many times each atom of ``_linear(expr)`` is written in ``expr``."""
-    if isinstance(expr, Unary) and expr.op == "neg":
-        return _occurrences(expr.a)
-    # A product is linear (and counted through) only when one side is a constant, as in ``_linear``.
-    if isinstance(expr, Binary) and (expr.op in ("add", "sub") or (
-            expr.op == "mul" and (not _linear(expr.a)[0] or not _linear(expr.b)[0]))):
-        counts = _occurrences(expr.a)
-        for key, n in _occurrences(expr.b).items():
-            counts[key] = counts.get(key, 0) + n
-        return counts
-    if isinstance(expr, Const):
-        return {}
-    return {structure_key(expr): 1}
 
 
 def _fits(terms: Terms, const: int, dtype: DataType) -> bool:
@@ -182,25 +166,32 @@ def _nearest(value: int, dtype: DataType) -> int:
 Terms = dict[object, tuple[Expr, int]]
 
 
-def _linear(expr: Expr) -> tuple[Terms, int]:
+def _linear(expr: Expr, written: dict[object, int] | None = None) -> tuple[Terms, int]:
+    """``expr`` as {atom key: (atom, coefficient)} plus a constant; ``written`` (when given) counts how
+    many times each atom is written."""
     if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
         return {}, expr.value
     if isinstance(expr, Unary) and expr.op == "neg":
-        terms, const = _linear(expr.a)
+        terms, const = _linear(expr.a, written)
         return _scale(terms, -1), -const
     if isinstance(expr, Binary) and expr.op in ("add", "sub"):
-        left, lconst = _linear(expr.a)
-        right, rconst = _linear(expr.b)
+        left, lconst = _linear(expr.a, written)
+        right, rconst = _linear(expr.b, written)
         sign = 1 if expr.op == "add" else -1
         return _merge(left, _scale(right, sign)), lconst + sign * rconst
     if isinstance(expr, Binary) and expr.op == "mul":
-        left, lconst = _linear(expr.a)
-        right, rconst = _linear(expr.b)
-        if not right:
-            return _scale(left, rconst), lconst * rconst
-        if not left:
-            return _scale(right, lconst), lconst * rconst
-    return {structure_key(expr): (expr, 1)}, 0
+        inner: dict[object, int] = {}  # counted only if the product is linear (one side a constant)
+        left, lconst = _linear(expr.a, inner)
+        right, rconst = _linear(expr.b, inner)
+        if not right or not left:
+            if written is not None:
+                for key, n in inner.items():
+                    written[key] = written.get(key, 0) + n
+            return (_scale(left, rconst), lconst * rconst) if not right else (_scale(right, lconst), lconst * rconst)
+    key = structure_key(expr)
+    if written is not None:
+        written[key] = written.get(key, 0) + 1
+    return {key: (expr, 1)}, 0
 
 
 def _scale(terms: Terms, factor: int) -> Terms:

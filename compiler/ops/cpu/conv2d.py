@@ -145,6 +145,8 @@ def m_splits(m: int) -> tuple[int, ...]:
     while splits[-1] * MIN_SPLIT_ROWS < m:
         splits.append(2 * splits[-1])
     return tuple(splits)
+
+
 #: Level-2 KC steps (besides K split into 1 to 8 equal steps of at most 768).
 KC_STEPS = (128, 256, 384, 512, 768)
 

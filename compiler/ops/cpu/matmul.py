@@ -60,8 +60,8 @@ class CpuMatmulSchedule(GemmTile):
 
 
 def vector_registers(device: CpuDevice) -> int:
-    """Architectural vector registers at the f32 lane width (``CpuDevice.vector_registers``)."""
-    return device.vector_registers
+    """Architectural vector registers at the f32 lane width: 32 zmm with AVX-512, else 16."""
+    return 32 if device.has("avx512f") else 16
 
 
 def _levels(lanes: int) -> dict[int, dict[str, tuple[object, ...]]]:
