@@ -28,6 +28,33 @@ def matern52(a: np.ndarray, b: np.ndarray, lengthscales: np.ndarray) -> np.ndarr
     return (1.0 + _SQRT5 * r + (5.0 / 3.0) * r * r) * np.exp(-_SQRT5 * r)
 
 
+#: The additive kernel's weights (first order, second order, all interactions) a fit chooses among:
+#: from the joint kernel alone to a model of single parameters and pairs.
+ORDER_WEIGHTS = ((0.0, 0.0, 1.0), (0.1, 0.3, 0.6), (0.2, 0.5, 0.3), (0.3, 0.6, 0.1), (0.1, 0.8, 0.1))
+
+
+def kernel(a: np.ndarray, b: np.ndarray, lengthscales: np.ndarray, groups: np.ndarray | None = None,
+           weights: tuple[float, float, float] | None = None) -> np.ndarray:
+    """Matérn 5/2 over all features (``weights`` None), or the additive kernel of Duvenaud et al.
+    (2011) over the parameters ``groups`` names: w1 times the mean of the single parameters' kernels,
+    plus w2 times the mean over pairs of their products, plus w3 times the joint kernel. A pair's
+    effect (block width by height: the threads of a block) is then learnt from every point that
+    shares it, whatever the other parameters, which a joint kernel only does between near points."""
+    joint = matern52(a, b, lengthscales)
+    if weights is None or groups is None:
+        return joint
+    count = int(groups.max()) + 1 if groups.size else 0
+    if count < 2:
+        return joint
+    single = np.stack([matern52(a[:, groups == g], b[:, groups == g], lengthscales[groups == g])
+                       for g in range(count)])
+    first = single.sum(axis=0)
+    # Newton-Girard: the sum over pairs of products from the sum and the sum of squares.
+    second = 0.5 * (first * first - (single * single).sum(axis=0))
+    w1, w2, w3 = weights
+    return w1 * first / count + w2 * second / (count * (count - 1) / 2) + w3 * joint
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
     # Abramowitz and Stegun 7.1.26: absolute error below 1.5e-7, plenty for an acquisition function.
     sign = np.sign(x)
@@ -55,27 +82,38 @@ class Fit:
     inverse: np.ndarray
     lengthscales: np.ndarray
     noise: float
+    groups: np.ndarray | None = None
+    weights: tuple[float, float, float] | None = None
+
+    @property
+    def log_lengthscales(self) -> np.ndarray:
+        return np.log(self.lengthscales)
+
+    def k(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return kernel(a, b, self.lengthscales, self.groups, self.weights)
 
     def predict(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cross = matern52(points, self.x, self.lengthscales)
+        cross = self.k(points, self.x)
         mean = cross @ self.alpha
         var = np.maximum(1.0 - ((cross @ self.inverse) * cross).sum(1), 1e-12)
         return mean, np.sqrt(var)
 
     def sample(self, points: np.ndarray, rng: random.Random) -> np.ndarray:
         """One draw of the values at ``points`` from the joint posterior (Thompson sampling)."""
-        cross = matern52(points, self.x, self.lengthscales)
+        cross = self.k(points, self.x)
         mean = cross @ self.alpha
-        cov = matern52(points, points, self.lengthscales) - cross @ self.inverse @ cross.T
+        cov = self.k(points, points) - cross @ self.inverse @ cross.T
         cov = 0.5 * (cov + cov.T) + 1e-6 * np.eye(len(points))
         values, vectors = np.linalg.eigh(cov)
         normal = np.random.default_rng(rng.getrandbits(32)).standard_normal(len(points))
         return mean + vectors @ (np.sqrt(np.maximum(values, 0.0)) * normal)
 
 
-def _log_likelihood(x: np.ndarray, y: np.ndarray, log_ls: np.ndarray, noise: float) -> tuple[float, Fit | None]:
+def _log_likelihood(x: np.ndarray, y: np.ndarray, log_ls: np.ndarray, noise: float,
+                    groups: np.ndarray | None = None, weights: tuple[float, float, float] | None = None
+                    ) -> tuple[float, Fit | None]:
     ls = np.exp(log_ls)
-    k = matern52(x, x, ls) + (noise + 1e-8) * np.eye(len(x))
+    k = kernel(x, x, ls, groups, weights) + (noise + 1e-8) * np.eye(len(x))
     try:
         chol = np.linalg.cholesky(k)
     except np.linalg.LinAlgError:
@@ -84,11 +122,13 @@ def _log_likelihood(x: np.ndarray, y: np.ndarray, log_ls: np.ndarray, noise: flo
     inverse = inverse_chol.T @ inverse_chol
     alpha = inverse @ y
     value = -0.5 * float(y @ alpha) - float(np.log(np.diag(chol)).sum())
-    return value, Fit(x, alpha, inverse, ls, noise)
+    return value, Fit(x, alpha, inverse, ls, noise, groups, weights)
 
 
-def fit(x: np.ndarray, y: np.ndarray, rng: random.Random, previous: np.ndarray | None, tries: int = 24) -> Fit:
-    """The best model of ``tries`` hyperparameter choices (``y`` standardised by the caller)."""
+def fit(x: np.ndarray, y: np.ndarray, rng: random.Random, previous: np.ndarray | None, tries: int = 24,
+        groups: np.ndarray | None = None, previous_weights: tuple[float, float, float] | None = None) -> Fit:
+    """The best model of ``tries`` hyperparameter choices (``y`` standardised by the caller). With
+    ``groups``, the additive kernel, its order weights chosen among ``ORDER_WEIGHTS`` with the rest."""
     dims = x.shape[1]
     low, high = _LOG_LS_RANGE
     start = previous if previous is not None else np.full(dims, math.log(0.5))
@@ -101,11 +141,14 @@ def fit(x: np.ndarray, y: np.ndarray, rng: random.Random, previous: np.ndarray |
         else:
             log_ls = np.clip(start + np.array([rng.gauss(0.0, 0.6) for _ in range(dims)]), low, high)
         noise = _NOISES[i % len(_NOISES)]
-        value, model = _log_likelihood(x, y, log_ls, noise)
+        weights = None
+        if groups is not None:
+            weights = previous_weights if i == 0 and previous_weights else ORDER_WEIGHTS[i % len(ORDER_WEIGHTS)]
+        value, model = _log_likelihood(x, y, log_ls, noise, groups, weights)
         if model is not None and value > best_value:
             best_value, best_fit = value, model
     if best_fit is None:  # every choice was singular: a very noisy model still ranks points
-        _, best_fit = _log_likelihood(x, y, start, 0.5)
+        _, best_fit = _log_likelihood(x, y, start, 0.5, groups, ORDER_WEIGHTS[0] if groups is not None else None)
     assert best_fit is not None
     return best_fit
 

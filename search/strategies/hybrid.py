@@ -30,6 +30,10 @@ from search.strategies.pool import Pool, features, neighbourhood, values_of
 __all__ = ["Hybrid", "features"]
 
 
+#: The models a step may use: the joint Matérn kernel, the additive one (``gp_model.kernel``), or the
+#: joint one switching to the additive one and back every ``switch`` evaluations without a new best.
+KERNELS = ("joint", "additive", "switch")
+
 #: The fewest points of the initial design, however small the space.
 MIN_INITIAL = 5
 
@@ -45,8 +49,12 @@ class Hybrid:
     or by gradient ascent on the marginal likelihood (``"map"``); ordered axes lie by rank
     (``scale="rank"``) or by log size (``"log"``). ``thompson=N`` makes every N-th group of steps a
     Thompson draw instead of expected improvement; ``spread_centres`` takes trust regions around the
-    best points of distinct regions in turn. On a small space the initial design is at most a tenth of
-    its valid points (and at least ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
+    best points of distinct regions in turn. ``kernel`` (``KERNELS``) picks the model: the joint
+    Matérn kernel over all parameters, the additive kernel (single parameters and pairs, whatever the
+    others; ``gp_model.kernel``) from the ``additive_after``-th evaluation on, or the joint kernel
+    switching to the additive one and back every ``switch`` evaluations without a new best. On a
+    small space the initial design is at most a tenth of its valid points (and at least
+    ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
 
     The defaults are the configuration that measured best on the replayed goal files at 10 seeds
     (README, "Search strategies"): the others were measured and kept as options, not chosen."""
@@ -61,6 +69,17 @@ class Hybrid:
     thompson: int = 0
     fit: str = "random"
     spread_centres: bool = False
+    kernel: str = "switch"
+    additive_after: int = 0
+    switch: int = 30
+
+    def __post_init__(self) -> None:
+        for field, value, known in (("kernel", self.kernel, KERNELS), ("fit", self.fit, ("random", "map")),
+                                    ("scale", self.scale, ("rank", "log"))):
+            if value not in known:
+                raise ValueError(f"unknown {field} {value!r}; known: {', '.join(known)}")
+        if self.kernel == "switch" and self.switch < 1:
+            raise ValueError(f"switch must be at least 1, not {self.switch}")
 
     def sampler(self, space: Space[Any], seed: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.RandomSampler(seed=seed)
@@ -79,16 +98,23 @@ class Hybrid:
         initial = self.initial_points(pool)
         if len(records) < initial or not any(r.value is not None for r in records):
             return pool.values[_spread(pool, free, records, history)]
-        model, best = _model(history, pool, self.fit)
         step = len(records) - initial
-        if self.local_every and step % self.local_every == self.local_every - 1:
-            local = self._trust_region(history, pool, free)
-            if local.size:
-                free = local
+        is_local = bool(self.local_every) and step % self.local_every == self.local_every - 1
+        model, best = _model(history, pool, self.fit, self.additive(records))
+        if is_local:
+            near = self._trust_region(history, pool, free)
+            if near.size:
+                free = near
         elif self.thompson and step % (max(self.local_every, 1) * self.thompson) == 0:
             return pool.values[_thompson(model, pool, free, best, history)]
         mean, std = model.predict(pool.x[free])
         return pool.values[int(free[int(np.argmax(gp_model.expected_improvement(mean, std, best)))])]
+
+    def additive(self, records: list[TrialRecord]) -> bool:
+        """Whether this step's model is the additive kernel (see the class docstring)."""
+        if self.kernel == "switch":
+            return (_since_best(records) // self.switch) % 2 == 1
+        return self.kernel == "additive" and len(records) >= self.additive_after
 
     def initial_points(self, pool: Pool) -> int:
         """How many points the initial design takes before the model leads (see the class docstring)."""
@@ -98,13 +124,7 @@ class Hybrid:
 
     def radius(self, records: list[TrialRecord]) -> int:
         """The trust region's radius: 1, plus one per ``stall`` evaluations since the last new best."""
-        best, since = math.inf, 0
-        for record in records:
-            if record.value is not None and record.value < best:
-                best, since = record.value, 0
-            else:
-                since += 1
-        return min(self.max_radius, 1 + since // self.stall) if self.stall else 1
+        return min(self.max_radius, 1 + _since_best(records) // self.stall) if self.stall else 1
 
     def _trust_region(self, history: History, pool: Pool, free: np.ndarray) -> np.ndarray:
         """Free candidates within the radius of one centre (the radius grown further while that
@@ -139,7 +159,18 @@ class Hybrid:
         return np.array([], dtype=int)
 
 
-def _model(history: History, pool: Pool, how: str) -> tuple[gp_model.Fit, float]:
+def _since_best(records: list[TrialRecord]) -> int:
+    """How many evaluations have passed since the last new best."""
+    best, since = math.inf, 0
+    for record in records:
+        if record.value is not None and record.value < best:
+            best, since = record.value, 0
+        else:
+            since += 1
+    return since
+
+
+def _model(history: History, pool: Pool, how: str, additive: bool = False) -> tuple[gp_model.Fit, float]:
     """The model of log latencies (failures at the worst seen; pending points at the mean) and the
     best standardised value."""
     records = history.records
@@ -162,10 +193,15 @@ def _model(history: History, pool: Pool, how: str) -> tuple[gp_model.Fit, float]
         previous = history.scratch.get("fit")
         model = gp_model.fit_map(x, y, history.rng, previous, refit=previous is None or len(records) % 5 == 0)
         history.scratch["fit"] = model
-    else:
-        tries = 24 if len(records) % 10 == 0 or "log_ls" not in history.scratch else 8
-        model = gp_model.fit(x, y, history.rng, history.scratch.get("log_ls"), tries=tries)
-    history.scratch["log_ls"] = np.log(model.lengthscales)
+        return model, float(y[: len(records)].min())
+    # Each kernel keeps its own last choice: the additive one's length scales differ from the joint's.
+    key = "additive" if additive else "joint"
+    previous = history.scratch.get(key)
+    tries = 24 if len(records) % 10 == 0 or previous is None else 8
+    model = gp_model.fit(x, y, history.rng, previous.log_lengthscales if previous else None, tries=tries,
+                         groups=pool.groups if additive else None,
+                         previous_weights=previous.weights if previous else None)
+    history.scratch[key] = model
     return model, float(y[: len(records)].min())
 
 

@@ -59,21 +59,29 @@ def features(space: Space[Any], values: dict[str, Any], scale: str = "rank") -> 
     two it is a multiple of): whole warps, coalesced rows and vector widths make 128 and 144 differ by
     more than their sizes say, and the model may learn it when it matters.
     """
-    out: list[float] = []
-    for param in space.params:
-        if len(param.choices) == 1:
-            continue
-        value = values[param.name]
-        index = param.index(value)
-        if param.kind is Kind.CATEGORICAL and len(param.choices) > 2:
-            out.extend(math.sqrt(0.5) if j == index else 0.0 for j in range(len(param.choices)))
-            continue
-        axis = _log_axis(param) if scale == "log" else None
-        out.append((math.log(value) - axis[0]) / axis[1] if axis else param.position(value))
-        top = _aligned_axis(param.choices) if param.kind is Kind.ORDINAL else 0
-        if top:
-            out.append(_alignment(value) / top)
+    return [f for param in space.params for f in _param_features(param, values[param.name], scale)]
+
+
+def _param_features(param: Param, value: Any, scale: str) -> list[float]:
+    """One parameter's columns of ``features`` (none for a constant; as many for every value)."""
+    if len(param.choices) == 1:
+        return []
+    index = param.index(value)
+    if param.kind is Kind.CATEGORICAL and len(param.choices) > 2:
+        return [math.sqrt(0.5) if j == index else 0.0 for j in range(len(param.choices))]
+    axis = _log_axis(param) if scale == "log" else None
+    out = [(math.log(value) - axis[0]) / axis[1] if axis else param.position(value)]
+    top = _aligned_axis(param.choices) if param.kind is Kind.ORDINAL else 0
+    if top:
+        out.append(_alignment(value) / top)
     return out
+
+
+def feature_groups(space: Space[Any], scale: str = "rank") -> np.ndarray:
+    """For each column of ``features``, the index of the parameter it describes among those that vary
+    (an additive model's groups: a one-hot label or a size with its alignment is one parameter)."""
+    varying = [p for p in space.params if len(p.choices) > 1]
+    return np.array([g for g, p in enumerate(varying) for _ in _param_features(p, p.choices[0], scale)], dtype=int)
 
 
 def values_of(space: Space[Any], key: tuple[int, ...]) -> dict[str, Any]:
@@ -82,7 +90,8 @@ def values_of(space: Space[Any], key: tuple[int, ...]) -> dict[str, Any]:
 
 
 class Pool:
-    """The candidate points of one search, their features and choice indices, indexed by point key."""
+    """The candidate points of one search, their features and choice indices, indexed by point key;
+    ``groups`` names the parameter of each feature column (``feature_groups``)."""
 
     def __init__(self, space: Space[Any], values: list[dict[str, Any]], scale: str = "rank") -> None:
         self.space = space
@@ -92,6 +101,7 @@ class Pool:
         self.keys: dict[tuple[int, ...], int] = {}
         self._x: np.ndarray | None = None
         self._k: np.ndarray | None = None
+        self.groups = feature_groups(space, scale)
         for v in values:
             self.add(v)
 

@@ -99,9 +99,12 @@ def _measure(history: History, values: dict) -> None:
 #: The measured alternatives (README): every option's code path proposes only valid untaken points.
 OPTIONS = {"fit": "map", "stall": 5, "top": 3, "max_radius": 3, "thompson": 1, "spread_centres": True,
            "scale": "log"}
+#: The additive kernel from the 10th point, so that 40 proposals use it; switching every 3 stalls.
+ADDITIVE = {"kernel": "additive", "additive_after": 10}
+SWITCH = {"kernel": "switch", "switch": 3}
 
 
-@pytest.mark.parametrize("options", [{}, OPTIONS], ids=["default", "options"])
+@pytest.mark.parametrize("options", [{}, OPTIONS, ADDITIVE, SWITCH], ids=["default", "options", "additive", "switch"])
 @pytest.mark.parametrize("max_size", [2_000_000, 1000])  # enumerated, and sampled (over the cap)
 def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max_size, options):
     space = grid(max_size)
@@ -169,8 +172,34 @@ def test_features_place_sizes_by_rank_or_log_and_labels_one_hot():
     one_hot = [round(v, 3) for v in high[-4:-1]]
     assert one_hot == [0.0, 0.0, 0.707]
     pool = Pool(space, [SMOOTH_BEST, PLANTED])
+    # bx, tx and ty with their alignments, by, shared, the one-hot order, pad: the additive kernel's groups
+    assert pool.groups.tolist() == [0, 0, 1, 2, 2, 3, 3, 4, 5, 5, 5, 6] and pool.x.shape[1] == 12
     assert pool.hamming(pool.free(set()), 0).tolist() == [0, 4]
     assert values_of(space, space.key(PLANTED)) == PLANTED
+
+
+def test_the_switching_kernel_turns_additive_while_the_best_stalls_and_back():
+    def records(values: list[float]) -> list[TrialRecord]:
+        return [TrialRecord(i, {}, Outcome.ok(v)) for i, v in enumerate(values)]
+
+    switching = Hybrid(kernel="switch", switch=3)
+    improving = [5.0, 4.0, 3.0, 2.0, 1.0]
+    assert not switching.additive(records(improving))
+    assert not switching.additive(records([*improving, 2.0, 2.0]))  # two without a new best
+    assert switching.additive(records([*improving, 2.0, 2.0, 2.0]))  # three
+    assert switching.additive(records([*improving, *[2.0] * 5]))
+    assert not switching.additive(records([*improving, *[2.0] * 6]))  # six: back to the joint kernel
+    assert not switching.additive(records([*improving, *[2.0] * 4, 0.5]))  # a new best resets the count
+    assert Hybrid(kernel="additive", additive_after=6).additive(records([*improving, 1.0]))
+    assert not Hybrid(kernel="additive", additive_after=6).additive(records(improving))
+    assert not Hybrid().additive(records([*improving, *[2.0] * 20]))
+
+
+@pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
+                                     {"kernel": "switch", "switch": 0}])
+def test_unknown_options_are_refused_by_name(options):
+    with pytest.raises(ValueError, match=list(options)[-1]):
+        Hybrid(**options)
 
 
 def test_a_small_space_gets_a_small_initial_design() -> None:
