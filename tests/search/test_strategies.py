@@ -181,6 +181,7 @@ def test_trials_store_only_storable_params():
 def test_strategy_names_and_how_samplers_hear_of_invalid_points():
     assert get_strategy("default").name == DEFAULT
     assert get_strategy("tpe:fail").invalid_mode == "fail"
+    assert get_strategy("hybrid").kernel == "switch" and get_strategy("hybrid:joint").kernel == "joint"
     with pytest.raises(ValueError, match="unknown strategy 'nope'"):
         get_strategy("nope")
     with pytest.raises(ValueError, match="unknown invalid mode 'x'"):

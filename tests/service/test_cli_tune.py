@@ -113,3 +113,11 @@ def test_a_workload_tuned_elsewhere_now_is_refused_and_a_dead_tune_s_job_taken_o
             assert get_job(session=session, job_id=job.id).status == "succeeded"
     finally:
         engine.dispose()
+
+
+def test_the_strategy_choices_are_the_search_strategies():
+    # The CLI keeps its own list so that parsing arguments does not import Optuna.
+    from search.strategies import STRATEGIES
+    from service.cli.args.tune import STRATEGY_NAMES
+
+    assert set(STRATEGY_NAMES) == {"default", *STRATEGIES}

@@ -9,7 +9,7 @@ from service.cli.args.db import add_database_option
 #: Where ``tune`` can measure; ``emu`` gives no timings, so it is not one.
 TUNE_TARGETS = ("cpu", "cuda")
 #: The strategy names ``tune`` accepts (``search.strategies`` keeps the list; a test keeps them equal).
-STRATEGY_NAMES = ("default", "tpe", "gp", "random", "exhaustive", "hybrid")
+STRATEGY_NAMES = ("default", "tpe", "gp", "random", "exhaustive", "hybrid", "hybrid:joint")
 
 
 def register(subparsers: Any) -> None:
