@@ -1,8 +1,9 @@
 """A small Gaussian-process model in numpy for the ``hybrid`` strategy (no torch, no scipy).
 
-Matérn 5/2 kernel with one length scale per feature, on standardised targets; the length scales and
-the noise are chosen by the log marginal likelihood over a seeded random search around the previous
-choice, which is cheap at the sizes a tuning reaches (a few hundred points).
+Matérn 5/2 kernel with one length scale per feature, on standardised targets, over all features at
+once (the joint kernel) or additive over the parameters (``kernel``); the length scales, the noise and
+the additive kernel's order weights are chosen by the log marginal likelihood over a seeded random
+search around the previous choice, which is cheap at the sizes a tuning reaches (a few hundred points).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ smoothly along ordered parameters (tile sizes, stages) with sharp cliffs (occupa
 over the valid points (a Gaussian process on the parameters' positions, log latencies) finds the good
 regions in few measurements; every few steps a local step chooses, by the same model, among the free
 points within a Hamming radius of the best measured point, which finishes what the model only gets
-close to (the radius widens when that neighbourhood is used up). The model never scores an invalid
+close to (the radius widens when that neighbourhood is used up). While the best stalls, the model
+turns additive (each parameter and each pair valued from every point that shares it), which finds a
+good combination far from the points measured so far, and back. The model never scores an invalid
 point (see ``search.strategies.pool``). Failed evaluations count as the worst value seen, so the model
 steers away from where kernels fail; points pending with another worker (taken, not yet measured)
 are never proposed and enter the model as a constant liar (the mean of what was measured), so
