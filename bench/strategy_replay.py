@@ -15,8 +15,10 @@ simulation mode, in the same process, when any of them is asked for (``pip insta
 only our strategies need nothing beyond warpmap.
 
 Usage: ``python bench/strategy_replay.py --file F.json.gz [--strategies tpe,random,...]
-[--budgets 25,50,100,200] [--seeds 10] [--json]``; ``default`` is the strategy ``warpmap tune`` uses,
-``kt:NAME`` a Kernel Tuner strategy (``kt:all`` for those in ``KT_DEFAULT``).
+[--hybrid switch=10,kernel=switch ...] [--budgets 25,50,100,200] [--seeds 10] [--json]``; ``default``
+is the strategy ``warpmap tune`` uses, ``kt:NAME`` a Kernel Tuner strategy (``kt:all`` for those in
+``KT_DEFAULT``); each ``--hybrid`` adds the ``hybrid`` strategy with those options (``Hybrid``'s
+fields), labelled ``hybrid(options)``, so a measured variant is one command.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from typing import Any
 import optuna
 
 from compiler.space import Constraint, Param, Space
-from search.strategies import DEFAULT, Budget, Outcome, get_strategy, search
+from search.strategies import DEFAULT, Budget, Outcome, Strategy, get_strategy, search
+from search.strategies.hybrid import Hybrid
 from search.trial import TrialStatus
 
 #: Kernel Tuner strategies run by ``kt:all`` (its population, annealing, local and model-free ones).
@@ -127,16 +130,38 @@ def quality(replay: Replay, evaluated: list[float | None], budget: int) -> float
     return replay.optimum / min(found) if found else 0.0
 
 
-def run_ours(replay: Replay, name: str, seed: int, trials: int) -> list[float | None]:
-    """The times of the configurations one of our strategies evaluated, in order."""
-    result = search(replay.space(), replay.objective(), get_strategy(name), Budget(trials=trials), seed=seed)
+def run_ours(replay: Replay, strategy: str | Strategy, seed: int, trials: int) -> list[float | None]:
+    """The times of the configurations one of our strategies (a name or a Strategy) evaluated, in order."""
+    chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    result = search(replay.space(), replay.objective(), chosen, Budget(trials=trials), seed=seed)
     return [t.value for t in result.trials]
+
+
+def hybrid_variant(options: str) -> Hybrid:
+    """``Hybrid`` with ``key=value,...`` options (ints, ``true``/``false``, else strings), named by them."""
+    fields: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in options.split(","))):
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--hybrid {options!r}: {item!r} is not key=value")
+        value: Any = text
+        if text in ("true", "false"):
+            value = text == "true"
+        elif text.lstrip("-").isdigit():
+            value = int(text)
+        fields[key.strip()] = value
+    try:
+        return Hybrid(name=f"hybrid({options})", **fields)
+    except TypeError as error:  # an unknown field
+        raise ValueError(f"--hybrid {options!r}: {error}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", required=True, type=Path)
     parser.add_argument("--strategies", default=",".join(OURS_DEFAULT))
+    parser.add_argument("--hybrid", action="append", default=[], metavar="KEY=VALUE,...",
+                        help="add the hybrid strategy with these options (repeatable)")
     parser.add_argument("--budgets", default="25,50,100,200")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--json", action="store_true")
@@ -145,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         budgets = sorted({int(b) for b in args.budgets.split(",")})
         if not budgets or budgets[0] <= 0 or args.seeds <= 0:
             raise ValueError("budgets and seeds must be positive")
+        variants = [hybrid_variant(options) for options in args.hybrid]
         replay = load(args.file)
     except (OSError, ValueError, KeyError, IndexError, json.JSONDecodeError) as error:
         print(f"strategy_replay: {error}", file=sys.stderr)
@@ -152,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     if "kt:all" in names:
         names = [n for n in names if n != "kt:all"] + [f"kt:{k}" for k in KT_DEFAULT]
+    chosen: list[str | Strategy] = [*names, *variants]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     runner = None
     if any(n.startswith("kt:") for n in names):
@@ -163,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         runner = KernelTunerReplay(replay)
     rows = []
-    for name in names:
+    for strategy in chosen:
+        name = strategy if isinstance(strategy, str) else strategy.name
         started = time.monotonic()
         per_seed = []
         for seed in range(args.seeds):
@@ -172,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 per_seed.append(runner.run(name[3:], seed, budgets[-1]))
             else:
                 try:
-                    per_seed.append(run_ours(replay, name, seed, budgets[-1]))
+                    per_seed.append(run_ours(replay, strategy, seed, budgets[-1]))
                 except ValueError as error:
                     print(f"strategy_replay: {error}", file=sys.stderr)
                     return 2
