@@ -53,6 +53,7 @@ from compiler.codegen.expressions import pointer_param
 from compiler.codegen.kernel import required_headers
 from compiler.codegen.names import CodegenError, Names, assign_names
 from compiler.codegen.statements import INDENT, StmtRenderer
+from compiler.ir.bounds import RangeEnv
 from compiler.ir.expr import Call, Expr, Lane, MakeVector, VectorLoad
 from compiler.ir.hoist import hoist_thread_invariants
 from compiler.ir.intrinsics import BITCASTS
@@ -226,7 +227,7 @@ def _block_function(kernel: Kernel, names: Names, params: list[str]) -> list[str
         else:
             lines.append(INDENT * depth + f"for (int {name} = 0; {name} < {extent}; ++{name}) {{")
             depth += 1
-    lines += StmtRenderer(HOST, names).body(kernel.body, depth)
+    lines += StmtRenderer(HOST, names, RangeEnv.for_launch(kernel.block, kernel.grid)).body(kernel.body, depth)
     while depth > 1:
         depth -= 1
         lines.append(INDENT * depth + "}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compiler.codegen.dialect import Dialect
 from compiler.codegen.names import CodegenError, Names
+from compiler.ir.bounds import RangeEnv
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import (
     Address,
@@ -54,8 +55,12 @@ def type_name(dialect: Dialect, t: Type) -> str:
 
 @dataclass(frozen=True)
 class ExprRenderer:
+    """Renders expressions; ``env`` holds the ranges known where they stand, so flattened indices
+    simplify as far as those ranges prove safe."""
+
     dialect: Dialect
     names: Names
+    env: RangeEnv = field(default_factory=RangeEnv)
 
     def __call__(self, expr: Expr) -> str:
         return self.render(expr)[0]
@@ -158,15 +163,15 @@ class ExprRenderer:
         """The lvalue text of ``buffer[indices]``."""
         name = self.names.buffer(buffer)
         if buffer.scope in ("shared", "register"):
-            return name + "".join(f"[{self(simplify_expr(i))}]" for i in indices)
-        return f"{self._base_pointer(buffer, name)}[{self(simplify_expr(buffer.flat_index(indices)))}]"
+            return name + "".join(f"[{self(simplify_expr(i, self.env))}]" for i in indices)
+        return f"{self._base_pointer(buffer, name)}[{self(simplify_expr(buffer.flat_index(indices), self.env))}]"
 
     def address(self, buffer: Buffer, indices: tuple[Expr, ...]) -> tuple[str, int]:
         """A pointer to ``buffer[indices]``."""
         name = self.names.buffer(buffer)
         if buffer.scope in ("shared", "register"):
             return "&" + self.element(buffer, indices), UNARY
-        offset = simplify_expr(buffer.flat_index(indices))
+        offset = simplify_expr(buffer.flat_index(indices), self.env)
         base = self._base_pointer(buffer, name)
         if isinstance(offset, Const) and offset.value == 0:
             return base, PRIMARY

@@ -6,6 +6,7 @@ from compiler.codegen.dialect import Dialect
 from compiler.codegen.expressions import pointer_param
 from compiler.codegen.names import assign_names
 from compiler.codegen.statements import INDENT, StmtRenderer
+from compiler.ir.bounds import RangeEnv
 from compiler.ir.buffer import Buffer
 from compiler.ir.expr import Call, Expr, Load, VectorLoad
 from compiler.ir.hoist import hoist_thread_invariants
@@ -23,7 +24,7 @@ def render_kernel(kernel: Kernel, dialect: Dialect) -> str:
     """
     kernel = hoist_thread_invariants(kernel)
     names = assign_names(kernel)
-    renderer = StmtRenderer(dialect, names)
+    renderer = StmtRenderer(dialect, names, RangeEnv.for_launch(kernel.block, kernel.grid))
     params = [pointer_param(dialect, names, p) for p in kernel.params]
     if kernel.min_blocks is None:
         bounds = dialect.launch_bounds.format(threads=kernel.threads_per_block)

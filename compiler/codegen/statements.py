@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from compiler.codegen.dialect import Dialect
 from compiler.codegen.expressions import ExprRenderer, type_name
 from compiler.codegen.names import CodegenError, Names
+from compiler.ir.bounds import RangeEnv
 from compiler.ir.expr import Binary, Load
 from compiler.ir.rewrite import structurally_equal
+from compiler.ir.simplify_stmt import after, assume, inside
 from compiler.ir.stmt import (
     Assign,
     Body,
@@ -31,17 +33,25 @@ _COMPOUND = {"add": "+=", "sub": "-=", "mul": "*="}
 
 @dataclass(frozen=True)
 class StmtRenderer:
+    """Renders statements, tracking the ranges known at each one as ``simplify_body`` does."""
+
     dialect: Dialect
     names: Names
+    env: RangeEnv = field(default_factory=RangeEnv)
 
     @property
     def expr(self) -> ExprRenderer:
-        return ExprRenderer(self.dialect, self.names)
+        return ExprRenderer(self.dialect, self.names, self.env)
+
+    def within(self, env: RangeEnv) -> StmtRenderer:
+        return replace(self, env=env)
 
     def body(self, body: Body, depth: int) -> list[str]:
         lines: list[str] = []
+        renderer = self
         for stmt in body:
-            lines.extend(self.stmt(stmt, depth))
+            lines.extend(renderer.stmt(stmt, depth))
+            renderer = renderer.within(after(stmt, renderer.env))
         return lines
 
     def stmt(self, stmt: Stmt, depth: int) -> list[str]:
@@ -108,11 +118,13 @@ class StmtRenderer:
 
     def _if(self, stmt: If, depth: int) -> list[str]:
         pad = INDENT * depth
-        lines = [f"{pad}if ({self.expr(stmt.cond)}) {{", *self.body(stmt.then, depth + 1)]
+        then = self.within(assume(stmt.cond, self.env)).body(stmt.then, depth + 1)
+        lines = [f"{pad}if ({self.expr(stmt.cond)}) {{", *then]
         otherwise = stmt.otherwise
         while len(otherwise) == 1 and isinstance(otherwise[0], If):
             chained = otherwise[0]
-            lines += [f"{pad}}} else if ({self.expr(chained.cond)}) {{", *self.body(chained.then, depth + 1)]
+            then = self.within(assume(chained.cond, self.env)).body(chained.then, depth + 1)
+            lines += [f"{pad}}} else if ({self.expr(chained.cond)}) {{", *then]
             otherwise = chained.otherwise
         if otherwise:
             lines += [f"{pad}}} else {{", *self.body(otherwise, depth + 1)]
@@ -134,4 +146,5 @@ class StmtRenderer:
         start = "0" if stmt.start is None else self.expr(stmt.start)
         advance = f"++{name}" if stmt.step == 1 else f"{name} += {stmt.step}"
         header = f"for (int {name} = {start}; {name} < {self.expr(stmt.extent)}; {advance}) {{"
-        return [*lines, pad + header, *self.body(stmt.body, depth + 1), pad + "}"]
+        inner = self.within(inside(stmt, self.env)).body(stmt.body, depth + 1)
+        return [*lines, pad + header, *inner, pad + "}"]

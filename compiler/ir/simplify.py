@@ -126,10 +126,10 @@ def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
     keeps reading that way); a signed coefficient or constant out of range means the expression
     overflows (or was built so that it may), and then it is left as written. Signed terms are put
     positive first only where the ranges prove no partial sum overflows; otherwise they keep the
-    order they were written in (``a - b + c`` must not become ``a + c - b``, which may overflow).
+    order they were written in (``a - b + c`` must not become ``a + c - b``, which may overflow), and
+    the rebuilt form is taken only if each of its partial results is a value the written form computed.
     """
-    written: dict[object, int] = {}
-    terms, const = _linear(node, written)
+    terms, const = _linear(node)
     if dtype.kind == "uint":
         terms = {k: (atom, _nearest(c, dtype)) for k, (atom, c) in terms.items() if _nearest(c, dtype)}
         const = _nearest(const, dtype)
@@ -141,11 +141,33 @@ def _normalised(node: Expr, dtype: DataType, env: RangeEnv) -> Expr:
     rebuilt = _rebuild(terms, const, dtype)
     if dtype.kind == "uint" or interval(rebuilt, env) is not None:
         return rebuilt
-    # Unproven, a term that merges several written ones may overflow where they did not
-    # (``a - (1 - a)`` as ``a * 2 - 1`` at a = 2**30): then the node stays as written.
-    if any(written[key] > 1 for key in terms):
-        return node
-    return _rebuild(terms, const, dtype, keep_order=True)
+    # Unproven, the rebuilt form is taken only where each of its steps computes a value the written
+    # one computed too: those fit wherever the written form is defined. ``a - (b - c)`` read as
+    # ``a - b + c`` would compute ``a - b``, which may overflow where ``b - c`` did not, and
+    # ``a - (1 - a)`` read as ``a * 2 - 1`` would compute ``a * 2``.
+    ordered = _rebuild(terms, const, dtype, keep_order=True)
+    computed = _steps(node)
+    return ordered if _steps(ordered) <= computed else node
+
+
+def _steps(expr: Expr) -> set[object]:
+    """The linear forms of every sum, difference, negation and product by a constant ``expr`` computes."""
+    found: set[object] = set()
+    pending = [expr]
+    while pending:
+        e = pending.pop()
+        if isinstance(e, Binary) and e.op in ("add", "sub", "mul"):
+            children = [e.a, e.b]
+        elif isinstance(e, Unary) and e.op == "neg":
+            children = [e.a]
+        else:
+            continue
+        terms, const = _linear(e)
+        if structure_key(e) in terms:
+            continue  # a product of two non-constants is an atom: it computes only itself here
+        found.add((frozenset((key, c) for key, (_, c) in terms.items()), const))
+        pending.extend(children)
+    return found
 
 
 def _fits(terms: Terms, const: int, dtype: DataType) -> bool:
@@ -166,32 +188,24 @@ def _nearest(value: int, dtype: DataType) -> int:
 Terms = dict[object, tuple[Expr, int]]
 
 
-def _linear(expr: Expr, written: dict[object, int] | None = None) -> tuple[Terms, int]:
-    """``expr`` as {atom key: (atom, coefficient)} plus a constant; ``written`` (when given) counts how
-    many times each atom is written."""
+def _linear(expr: Expr) -> tuple[Terms, int]:
+    """``expr`` as {atom key: (atom, coefficient)} plus a constant."""
     if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
         return {}, expr.value
     if isinstance(expr, Unary) and expr.op == "neg":
-        terms, const = _linear(expr.a, written)
+        terms, const = _linear(expr.a)
         return _scale(terms, -1), -const
     if isinstance(expr, Binary) and expr.op in ("add", "sub"):
-        left, lconst = _linear(expr.a, written)
-        right, rconst = _linear(expr.b, written)
+        left, lconst = _linear(expr.a)
+        right, rconst = _linear(expr.b)
         sign = 1 if expr.op == "add" else -1
         return _merge(left, _scale(right, sign)), lconst + sign * rconst
     if isinstance(expr, Binary) and expr.op == "mul":
-        inner: dict[object, int] = {}  # counted only if the product is linear (one side a constant)
-        left, lconst = _linear(expr.a, inner)
-        right, rconst = _linear(expr.b, inner)
+        left, lconst = _linear(expr.a)
+        right, rconst = _linear(expr.b)
         if not right or not left:
-            if written is not None:
-                for key, n in inner.items():
-                    written[key] = written.get(key, 0) + n
             return (_scale(left, rconst), lconst * rconst) if not right else (_scale(right, lconst), lconst * rconst)
-    key = structure_key(expr)
-    if written is not None:
-        written[key] = written.get(key, 0) + 1
-    return {key: (expr, 1)}, 0
+    return {structure_key(expr): (expr, 1)}, 0
 
 
 def _scale(terms: Terms, factor: int) -> Terms:

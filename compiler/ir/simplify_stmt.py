@@ -31,7 +31,7 @@ def _statement(stmt: Stmt, env: RangeEnv) -> tuple[Body, RangeEnv]:
         cond = simplify_expr(stmt.cond, env)
         if isinstance(cond, Const):
             return simplify_body(stmt.then if cond.value else stmt.otherwise, env), env
-        then = simplify_body(stmt.then, _assume(cond, env))
+        then = simplify_body(stmt.then, assume(cond, env))
         otherwise = simplify_body(stmt.otherwise, env)
         if not then and not otherwise:
             return (), env
@@ -48,16 +48,12 @@ def _statement(stmt: Stmt, env: RangeEnv) -> tuple[Body, RangeEnv]:
             inlined = tuple(substitute(s, {stmt.var: Const(first, i32)}) for s in stmt.body)
             return simplify_body(inlined, env), env
         loop = replace(stmt, extent=extent, start=start)
-        bounds = loop_interval(loop, env)
-        inner = env if bounds is None else env.with_var(stmt.var, bounds)
-        return (replace(loop, body=simplify_body(stmt.body, inner)),), env
+        return (replace(loop, body=simplify_body(stmt.body, inside(loop, env))),), env
     if isinstance(stmt, While):
         return (While(simplify_expr(stmt.cond, env), simplify_body(stmt.body, env)),), env
     if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:
-        init = simplify_expr(stmt.init, env)
-        bounds = interval(init, env)
-        known = env if bounds is None else env.with_var(stmt.var, bounds)
-        return (replace(stmt, init=init),), known
+        declared = replace(stmt, init=simplify_expr(stmt.init, env))
+        return (declared,), after(declared, env)
     return (map_children(stmt, lambda e: _expr(e, env), lambda b: simplify_body(b, env)),), env
 
 
@@ -66,17 +62,31 @@ def _expr(expr: Expr, env: RangeEnv) -> Expr:
     return expr if isinstance(expr, Var) else simplify_expr(expr, env)
 
 
-def _assume(cond: Expr, env: RangeEnv) -> RangeEnv:
+def inside(loop: For, env: RangeEnv) -> RangeEnv:
+    """``env`` in the body of ``loop``: its index ranges over its extent."""
+    bounds = loop_interval(loop, env)
+    return env if bounds is None else env.with_var(loop.var, bounds)
+
+
+def after(stmt: Stmt, env: RangeEnv) -> RangeEnv:
+    """``env`` after ``stmt``: a ``const`` local is known to lie in its value's range."""
+    if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:
+        bounds = interval(stmt.init, env)
+        return env if bounds is None else env.with_var(stmt.var, bounds)
+    return env
+
+
+def assume(cond: Expr, env: RangeEnv) -> RangeEnv:
     """``env`` narrowed by the facts ``cond`` guarantees (``x < c`` and conjunctions of those)."""
     if not isinstance(cond, Binary):
         return env
     if cond.op == "and":
-        return _assume(cond.b, _assume(cond.a, env))
+        return assume(cond.b, assume(cond.a, env))
     if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Binary) and (
             cond.a.op == "add" and isinstance(cond.a.b, Const)) and interval(cond.a, env) is not None:
         # x + c < limit  is  x < limit - c, where x + c cannot wrap
         shifted = Const(int(cond.b.value) - int(cond.a.b.value), cond.b.type)
-        return _assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
+        return assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
     if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Var | BuiltinVar):
         limit = int(cond.b.value) - (1 if cond.op == "lt" else 0)
         known = interval(cond.a, env)

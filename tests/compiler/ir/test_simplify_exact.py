@@ -163,3 +163,28 @@ def test_merged_signed_terms_that_may_overflow_stay_as_written() -> None:
     assert evaluate_expr(simplified, {a: 1 << 30}) == evaluate_expr(written, {a: 1 << 30}) == (1 << 31) - 1
     bounded = simplify_expr(written, RangeEnv().with_var(a, (0, 1000)))
     assert repr(bounded) == "((i32_a * 2) - 1)"  # proven safe there: merged
+
+
+def test_unproven_signed_sums_are_not_regrouped_into_overflow() -> None:
+    """``a - (b - c)`` is defined at a = -2, b = c = INT_MAX; ``a - b + c`` computes ``a - b`` first,
+    which is not; nor is ``(a + b) * 2`` as ``a * 2 + b * 2`` at a = 2**30, b = -2**30."""
+    a, b, c = (Var(n, i32) for n in "abc")
+    top = 2**31 - 1
+    cases = [
+        (a - (b - c), {a: -2, b: top, c: top}, "((a - b) + c)"),
+        ((a + b) * 2, {a: 1 << 30, b: -(1 << 30)}, "((a * 2) + (b * 2))"),
+    ]
+    small = RangeEnv().with_var(a, (0, 9)).with_var(b, (0, 9)).with_var(c, (0, 9))
+    for written, point, regrouped in cases:
+        simplified = simplify_expr(written, RangeEnv())
+        assert evaluate_expr(simplified, point) == evaluate_expr(written, point), simplified
+        assert repr(simplified) != regrouped
+        assert repr(simplify_expr(written, small)) in (regrouped, "((a + c) - b)")  # proven: regrouped
+
+
+def test_unproven_signed_sums_still_fold_their_constants() -> None:
+    """Folding that computes only values the written form computed is kept without any range."""
+    a, b = Var("a", i32), Var("b", i32)
+    assert repr(simplify_expr((a + 1) + 2)) == "(a + 3)"
+    assert repr(simplify_expr((a - b) + b)) == "a"
+    assert repr(simplify_expr(a * 4 * 8)) == "(a * 32)"
