@@ -215,7 +215,7 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     conv = ConvGemm(spec)
     m, n, k = conv.mnk
     cores = max(1, device.peak_cores)
-    _, l2, _ = _sizes(device)
+    l1, l2, _ = _sizes(device)
     kc = ceil(k / ceil(k / max_kc))
     mc = max(mr, min(256, (l2 // 2) // (4 * kc)) // mr * mr)
     splits = m_splits(m)
@@ -228,6 +228,10 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     mc_used = mr * ceil(ceil(m / mr) / m_blocks)
     if 4 * mc_used * min(kc, k) > l2 // 2:
         kc = max((c for c in _level2_kc(k) if 4 * mc_used * c <= l2 // 2), default=min(_level2_kc(k)))
+    # Likewise the KC x NR panel of B within twice the L1d (wide vectors beside a 32 KiB L1d).
+    if 4 * min(kc, k) * nr > 2 * l1:
+        kc = max((c for c in _level2_kc(k) if 4 * c * nr <= 2 * l1 and 4 * mc_used * c <= l2 // 2),
+                 default=min(_level2_kc(k)))
     if pack_mode is None and spec.layout == "NHWC":
         pack_mode = "channels"
     elif pack_mode is None:
