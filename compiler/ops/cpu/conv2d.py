@@ -223,15 +223,14 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     n_blocks = next((b for b in BLOCK_SPLITS if m_blocks * b * conv.batch >= 4 * cores), BLOCK_SPLITS[-1])
     n_blocks = min(n_blocks, max(b for b in BLOCK_SPLITS if b <= ceil(n / nr)))
     m_blocks = min(m_blocks, max(b for b in splits if b <= ceil(m / mr)))
-    # Where M has fewer micro-panels than the split wanted, the block of A may outgrow half the L2 at
-    # this KC: shorten KC instead.
     mc_used = mr * ceil(ceil(m / mr) / m_blocks)
-    if 4 * mc_used * min(kc, k) > l2 // 2:
-        kc = max((c for c in _level2_kc(k) if 4 * mc_used * c <= l2 // 2), default=min(_level2_kc(k)))
-    # Likewise the KC x NR panel of B within twice the L1d (wide vectors beside a 32 KiB L1d).
-    if 4 * min(kc, k) * nr > 2 * l1:
-        kc = max((c for c in _level2_kc(k) if 4 * c * nr <= 2 * l1 and 4 * mc_used * c <= l2 // 2),
-                 default=min(_level2_kc(k)))
+    # Where M has fewer micro-panels than the split wanted, the block of A may outgrow half the L2 at
+    # this KC, and wide vectors beside a 32 KiB L1d the KC x NR panel of B twice the L1d: shorten KC.
+    def fits(c: int) -> bool:
+        return 4 * mc_used * c <= l2 // 2 and 4 * c * nr <= 2 * l1
+
+    if not fits(min(kc, k)):
+        kc = max(filter(fits, _level2_kc(k)), default=min(_level2_kc(k)))
     if pack_mode is None and spec.layout == "NHWC":
         pack_mode = "channels"
     elif pack_mode is None:
