@@ -82,6 +82,16 @@ def test_float16_is_refused_with_a_reason() -> None:
         conv2d.build(spec, LEVEL1[0])
 
 
+PINNED = {
+    "avx512-l1d32": CpuDevice("x", "GenuineIntel", "x86_64", ("avx512f", "avx2", "fma"), 16, 2, 1,
+                              (CacheLevel(1, "Data", 32 << 10, 64, 1), CacheLevel(2, "Unified", 1 << 20, 64, 1)),
+                              2.1, "t", 2),
+    "avx2-l1d48": CpuDevice("x", "GenuineIntel", "x86_64", ("avx2", "fma"), 8, 2, 1,
+                            (CacheLevel(1, "Data", 48 << 10, 64, 1), CacheLevel(2, "Unified", 1280 << 10, 64, 1)),
+                            2.6, "t", 2),
+}
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("fields", [
     {"c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "padding": (1, 1)},
@@ -89,10 +99,14 @@ def test_float16_is_refused_with_a_reason() -> None:
     {"c": 64, "h": 56, "w": 56, "k": 256, "r": 1, "s": 1},
     {"c": 3, "h": 224, "w": 224, "k": 64, "r": 7, "s": 7, "stride": (2, 2), "padding": (3, 3)},
 ])
-def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]) -> None:
+@pytest.mark.parametrize("device", ["host", "avx512-l1d32", "avx2-l1d48"])
+def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object], device: str) -> None:
+    """On this host and on two pinned ones, so the cache rules are covered whatever runs the tests: 16
+    f32 lanes with a 32 KiB L1d make the widest KC x NR panel (NR = 32) the hardest to fit."""
+    target = PINNED.get(device, HOST)
     spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
-    default = conv2d.default_schedule(spec, HOST)
-    level2 = conv2d.space(spec, HOST, 2)
+    default = conv2d.default_schedule(spec, target)
+    level2 = conv2d.space(spec, target, 2)
     assert level2.violation(default) is None
     assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
 
