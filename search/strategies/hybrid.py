@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from compiler.space import Space
+from compiler.space import Kind, Space
 from search.strategies import gp_model
 from search.strategies.base import History, TrialRecord
 from search.strategies.driver import SpaceExhausted
@@ -54,7 +54,10 @@ class Hybrid:
     best points of distinct regions in turn. ``kernel`` (``KERNELS``) picks the model: the joint
     Matérn kernel over all parameters, the additive kernel (single parameters and pairs, whatever the
     others; ``gp_model.kernel``) from the ``additive_after``-th evaluation on, or the joint kernel
-    switching to the additive one and back every ``switch`` evaluations without a new best. On a
+    switching to the additive one and back every ``switch`` evaluations without a new best. With
+    ``rivals`` > 0, once that many evaluations pass without a new best, every ``rival_every``-th local
+    step centres on a rival instead of the best: the best measured point of a partition the best is not in (another
+    value of a switch, a parameter with two choices or unordered ones), each in turn. On a
     small space the initial design is at most a tenth of its valid points (and at least
     ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
 
@@ -74,6 +77,8 @@ class Hybrid:
     kernel: str = "switch"
     additive_after: int = 0
     switch: int = 30
+    rivals: int = 0
+    rival_every: int = 2
 
     def __post_init__(self) -> None:
         for field, value, known in (("kernel", self.kernel, KERNELS), ("fit", self.fit, ("random", "map")),
@@ -149,6 +154,13 @@ class Hybrid:
             centres = [centres[0]] if turn % 2 == 0 else [others[(turn // 2) % len(others)]]
         else:
             centres = rows[: self.top]
+        if self.rivals and _since_best(history.records) >= self.rivals:
+            turn = history.scratch.get("rival_turn", 0)
+            history.scratch["rival_turn"] = turn + 1
+            found = _rivals(history.space, ranked)
+            every = max(self.rival_every, 2)
+            if turn % every == every - 1 and found:
+                centres = [pool.add(dict(found[(turn // every) % len(found)].values))]
         if not history.space.enumerable:
             for row in centres:
                 pool.extend(neighbourhood(history.space, pool.values[row], 2))
@@ -159,6 +171,24 @@ class Hybrid:
             if near.size:
                 return near
         return np.array([], dtype=int)
+
+
+def _rivals(space: Space[Any], ranked: list[TrialRecord]) -> list[TrialRecord]:
+    """The best measured point of each partition the best is not in: for every switch (a parameter
+    with two choices, or unordered ones), the best point with each other value of it."""
+    if not ranked:
+        return []
+    best = ranked[0].values
+    found: list[TrialRecord] = []
+    for param in space.params:
+        if len(param.choices) < 2 or (len(param.choices) > 2 and param.kind is not Kind.CATEGORICAL):
+            continue
+        for choice in param.choices:
+            if choice != best[param.name]:
+                rival = next((r for r in ranked if r.values[param.name] == choice), None)
+                if rival is not None and rival not in found:
+                    found.append(rival)
+    return found
 
 
 def _since_best(records: list[TrialRecord]) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from compiler.space import Constraint, Param, Space
 from search.strategies import Budget, History, Outcome, SpaceExhausted, TrialRecord, search
-from search.strategies.hybrid import Hybrid
+from search.strategies.hybrid import Hybrid, _rivals
 from search.strategies.pool import Pool, features, values_of
 from search.trial import TrialStatus
 
@@ -99,12 +99,15 @@ def _measure(history: History, values: dict) -> None:
 #: The measured alternatives (README): every option's code path proposes only valid untaken points.
 OPTIONS = {"fit": "map", "stall": 5, "top": 3, "max_radius": 3, "thompson": 1, "spread_centres": True,
            "scale": "log"}
+#: Rival centres from the first stall on, so that most local steps of 40 proposals take them.
+RIVALS = {"rivals": 1}
 #: The additive kernel from the 10th point, so that 40 proposals use it; switching every 3 stalls.
 ADDITIVE = {"kernel": "additive", "additive_after": 10}
 SWITCH = {"kernel": "switch", "switch": 3}
 
 
-@pytest.mark.parametrize("options", [{}, OPTIONS, ADDITIVE, SWITCH], ids=["default", "options", "additive", "switch"])
+@pytest.mark.parametrize("options", [{}, OPTIONS, ADDITIVE, SWITCH, RIVALS],
+                         ids=["default", "options", "additive", "switch", "rivals"])
 @pytest.mark.parametrize("max_size", [2_000_000, 1000])  # enumerated, and sampled (over the cap)
 def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max_size, options):
     space = grid(max_size)
@@ -193,6 +196,43 @@ def test_the_switching_kernel_turns_additive_while_the_best_stalls_and_back():
     assert Hybrid(kernel="additive", additive_after=6).additive(records([*improving, 1.0]))
     assert not Hybrid(kernel="additive", additive_after=6).additive(records(improving))
     assert not Hybrid().additive(records([*improving, *[2.0] * 20]))
+
+
+def test_rivals_are_the_best_points_of_the_partitions_the_best_is_not_in() -> None:
+    """Switches are the two-choice and unordered parameters; the sizes are not, however few."""
+    space = grid()
+    base = dict(SMOOTH_BEST)
+    points = [base, {**base, "bx": 64}, {**base, "pad": 1, "by": 4}, {**base, "pad": 1}, {**base, "shared": False},
+              {**base, "order": "ik"}, {**base, "order": "ik", "tx": 2}]
+    records = [TrialRecord(i, v, Outcome.ok(landscape(v))) for i, v in enumerate(points)]
+    ranked = sorted(records, key=lambda r: r.value)
+    rivals = _rivals(space, ranked)
+    by_value = {(k, r.values[k]) for r in rivals for k in ("shared", "order", "pad") if r.values[k] != base[k]}
+    assert by_value == {("shared", False), ("order", "ik"), ("pad", 1)}
+    assert all(r == min((q for q in records if q.values[k] == v), key=lambda q: q.value)
+               for r in rivals for k, v in by_value if r.values[k] == v)
+    assert {"bx": 64} not in [{k: r.values[k]} for r in rivals for k in ("bx",)] and len(rivals) == 3
+    assert _rivals(space, []) == []
+
+
+def test_rival_local_steps_leave_the_best_while_it_stalls() -> None:
+    """Once the best stalls, every other local step searches next to the rival, not next to the best."""
+    space = grid()
+    rival = {**SMOOTH_BEST, "shared": False, "bx": 32}
+    pool = Pool.of(space, random.Random(0))
+    rows = {"best": pool.add(SMOOTH_BEST), "rival": pool.add(rival)}
+    regions = []
+    for rivals in (1, 0):
+        history = _history(space, 5)
+        for values in (SMOOTH_BEST, rival, {**SMOOTH_BEST, "tx": 4}, {**SMOOTH_BEST, "ty": 1}):
+            _measure(history, values)
+        hybrid = Hybrid(rivals=rivals)
+        regions.append([hybrid._trust_region(history, pool, pool.free(history.taken)) for _ in range(4)])
+    with_rivals, without = regions
+    for turn, near in enumerate(with_rivals):
+        centre = rows["rival" if turn % 2 else "best"]
+        assert near.size and (pool.hamming(near, centre) <= 1).all()
+    assert all((pool.hamming(near, rows["best"]) <= 1).all() for near in without)
 
 
 @pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
