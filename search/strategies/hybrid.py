@@ -85,6 +85,8 @@ class Hybrid:
                                     ("scale", self.scale, ("rank", "log"))):
             if value not in known:
                 raise ValueError(f"unknown {field} {value!r}; known: {', '.join(known)}")
+        if self.rival_every < 2:
+            raise ValueError(f"rival_every must be at least 2 (every other local step), not {self.rival_every}")
         if self.kernel == "switch" and self.switch < 1:
             raise ValueError(f"switch must be at least 1, not {self.switch}")
 
@@ -158,7 +160,7 @@ class Hybrid:
             turn = history.scratch.get("rival_turn", 0)
             history.scratch["rival_turn"] = turn + 1
             found = _rivals(history.space, ranked)
-            every = max(self.rival_every, 2)
+            every = self.rival_every
             if turn % every == every - 1 and found:
                 centres = [pool.add(dict(found[(turn // every) % len(found)].values))]
         if not history.space.enumerable:

@@ -236,7 +236,7 @@ def test_rival_local_steps_leave_the_best_while_it_stalls() -> None:
 
 
 @pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
-                                     {"kernel": "switch", "switch": 0}])
+                                     {"kernel": "switch", "switch": 0}, {"rival_every": 1}])
 def test_unknown_options_are_refused_by_name(options):
     with pytest.raises(ValueError, match=list(options)[-1]):
         Hybrid(**options)
