@@ -7,10 +7,9 @@ from dataclasses import dataclass, field, replace
 from compiler.codegen.dialect import Dialect
 from compiler.codegen.expressions import ExprRenderer, type_name
 from compiler.codegen.names import CodegenError, Names
-from compiler.ir.bounds import RangeEnv
+from compiler.ir.bounds import RangeEnv, after, assume, inside
 from compiler.ir.expr import Binary, Load
 from compiler.ir.rewrite import structurally_equal
-from compiler.ir.simplify_stmt import after, assume, inside
 from compiler.ir.stmt import (
     Assign,
     Body,

@@ -6,6 +6,10 @@ the block's x extent); ``interval`` returns the inclusive ``(low, high)`` an exp
 its exact mathematical value: where an operation may leave its type's range (unsigned wrap-around,
 signed overflow) the answer is ``None``, so no rule built on it folds across a wrap.
 
+``inside``, ``after`` and ``assume`` give the environment at a position in a body (a loop's body, after
+a ``const`` local, the then-branch of a bound check): simplification and code generation both walk
+bodies with them, so they agree on what is known where.
+
     >>> env = RangeEnv.for_launch(block=(256, 1, 1), grid=(4, 1, 1))
     >>> interval(BuiltinVar("threadIdx.x") // 32 % 16, env)   # the % 16 cannot bite
     (0, 7)
@@ -16,13 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from compiler.ir.expr import Binary, BuiltinVar, Call, Cast, Const, Expr, Var
+from compiler.ir.stmt import Declare, For, Stmt
 from compiler.ir.types import DataType, integer_range
-
-if TYPE_CHECKING:
-    from compiler.ir.stmt import For
 
 Interval = tuple[int, int]
 
@@ -103,7 +104,6 @@ def _binary(expr: Binary, env: RangeEnv) -> Interval | None:
     return None
 
 
-
 def loop_interval(loop: For, env: RangeEnv) -> Interval | None:
     """The range of ``loop``'s index inside its body (``start`` up to ``extent - 1``), or ``None``.
 
@@ -114,3 +114,40 @@ def loop_interval(loop: For, env: RangeEnv) -> Interval | None:
     if start is None or end is None:
         return None
     return start[0], max(end[1] - 1, start[0])
+
+
+def inside(loop: For, env: RangeEnv) -> RangeEnv:
+    """``env`` in the body of ``loop``: its index ranges over its extent."""
+    bounds = loop_interval(loop, env)
+    return env if bounds is None else env.with_var(loop.var, bounds)
+
+
+def after(stmt: Stmt, env: RangeEnv) -> RangeEnv:
+    """``env`` after ``stmt``: a ``const`` local is known to lie in its value's range."""
+    if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:
+        bounds = interval(stmt.init, env)
+        return env if bounds is None else env.with_var(stmt.var, bounds)
+    return env
+
+
+def assume(cond: Expr, env: RangeEnv) -> RangeEnv:
+    """``env`` narrowed by the facts ``cond`` guarantees (``x < c`` and conjunctions of those)."""
+    if not isinstance(cond, Binary):
+        return env
+    if cond.op == "and":
+        return assume(cond.b, assume(cond.a, env))
+    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Binary) and (
+            cond.a.op == "add" and isinstance(cond.a.b, Const)) and interval(cond.a, env) is not None:
+        # x + c < limit  is  x < limit - c, where x + c cannot wrap
+        shifted = Const(int(cond.b.value) - int(cond.a.b.value), cond.b.type)
+        return assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
+    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Var | BuiltinVar):
+        limit = int(cond.b.value) - (1 if cond.op == "lt" else 0)
+        known = interval(cond.a, env)
+        if known is None:
+            return env
+        bounds = (known[0], min(known[1], limit))
+        if isinstance(cond.a, Var):
+            return env.with_var(cond.a, bounds)
+        return env.with_builtin(cond.a.name, bounds)
+    return env

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.ir.bounds import RangeEnv, interval, loop_interval
-from compiler.ir.expr import Binary, BuiltinVar, Const, Expr, Var
+from compiler.ir.bounds import RangeEnv, after, assume, inside
+from compiler.ir.expr import Const, Expr, Var
 from compiler.ir.rewrite import map_children, substitute
 from compiler.ir.simplify import simplify_expr
 from compiler.ir.stmt import Body, Declare, For, If, Stmt, While
@@ -60,40 +60,3 @@ def _statement(stmt: Stmt, env: RangeEnv) -> tuple[Body, RangeEnv]:
 def _expr(expr: Expr, env: RangeEnv) -> Expr:
     # Binders (the variable of a Declare or Assign) pass through untouched.
     return expr if isinstance(expr, Var) else simplify_expr(expr, env)
-
-
-def inside(loop: For, env: RangeEnv) -> RangeEnv:
-    """``env`` in the body of ``loop``: its index ranges over its extent."""
-    bounds = loop_interval(loop, env)
-    return env if bounds is None else env.with_var(loop.var, bounds)
-
-
-def after(stmt: Stmt, env: RangeEnv) -> RangeEnv:
-    """``env`` after ``stmt``: a ``const`` local is known to lie in its value's range."""
-    if isinstance(stmt, Declare) and stmt.const and stmt.init is not None:
-        bounds = interval(stmt.init, env)
-        return env if bounds is None else env.with_var(stmt.var, bounds)
-    return env
-
-
-def assume(cond: Expr, env: RangeEnv) -> RangeEnv:
-    """``env`` narrowed by the facts ``cond`` guarantees (``x < c`` and conjunctions of those)."""
-    if not isinstance(cond, Binary):
-        return env
-    if cond.op == "and":
-        return assume(cond.b, assume(cond.a, env))
-    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Binary) and (
-            cond.a.op == "add" and isinstance(cond.a.b, Const)) and interval(cond.a, env) is not None:
-        # x + c < limit  is  x < limit - c, where x + c cannot wrap
-        shifted = Const(int(cond.b.value) - int(cond.a.b.value), cond.b.type)
-        return assume(Binary(cond.op, cond.a.a, shifted, cond.type), env)
-    if cond.op in ("lt", "le") and isinstance(cond.b, Const) and isinstance(cond.a, Var | BuiltinVar):
-        limit = int(cond.b.value) - (1 if cond.op == "lt" else 0)
-        known = interval(cond.a, env)
-        if known is None:
-            return env
-        bounds = (known[0], min(known[1], limit))
-        if isinstance(cond.a, Var):
-            return env.with_var(cond.a, bounds)
-        return env.with_builtin(cond.a.name, bounds)
-    return env
