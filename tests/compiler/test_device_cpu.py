@@ -71,6 +71,8 @@ def test_epyc_zen5_of_this_kind_of_host_has_avx512(tmp_path: Path) -> None:
     assert cpu.f32_lanes == 16 and cpu.isa_summary == "avx512f fma, 16 f32 lanes"
     assert cpu.fma_pipes == 2  # family 26: full-width 512-bit FMA units
     assert [c.size_bytes for c in (cpu.l1d, cpu.l2, cpu.l3) if c] == [48 * K, 1024 * K, 32 * K * K]
+    # GCC tunes many AVX-512 parts to 256-bit vectors: a 16-lane schedule must not be compiled as 2 x 8.
+    assert cpu.compile_flags == ("-march=native", "-mprefer-vector-width=512")
 
 
 def test_zen4_counts_one_512_bit_fma_a_cycle(tmp_path: Path) -> None:
