@@ -55,11 +55,15 @@ class Hybrid:
     Matérn kernel over all parameters, the additive kernel (single parameters and pairs, whatever the
     others; ``gp_model.kernel``) from the ``additive_after``-th evaluation on, or the joint kernel
     switching to the additive one and back every ``switch`` evaluations without a new best. With
-    ``rivals`` > 0, once that many evaluations pass without a new best, every ``rival_every``-th local
-    step centres on a rival instead of the best: the best measured point of a partition the best is not in (another
-    value of a switch, a parameter with two choices or unordered ones), each in turn. On a
-    small space the initial design is at most a tenth of its valid points (and at least
-    ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
+    ``rivals`` > 0, from the ``rivals_from``-th evaluation on and once ``rivals`` evaluations pass
+    without a new best, every ``rival_every``-th local step centres on a rival instead of the best: the
+    best measured point of a partition the best is not in (another value of a switch, a parameter with
+    two choices or unordered ones), each in turn. A partition's good region can be narrow (the fast
+    kernels without shared memory need whole-warp blocks one row high): the model, which has seen
+    mostly its slow points, would not go there, a local search from its best point does. The first
+    ``rivals_from`` evaluations leave the partition the model leads to alone, so that a short tuning
+    is not spent on it. On a small space the initial design is at most a tenth of its valid points
+    (and at least ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
 
     The defaults are the configuration that measured best on the replayed goal files at 10 seeds
     (README, "Search strategies"): the others were measured and kept as options, not chosen."""
@@ -77,8 +81,9 @@ class Hybrid:
     kernel: str = "switch"
     additive_after: int = 0
     switch: int = 30
-    rivals: int = 0
+    rivals: int = 1
     rival_every: int = 2
+    rivals_from: int = 100
 
     def __post_init__(self) -> None:
         for field, value, known in (("kernel", self.kernel, KERNELS), ("fit", self.fit, ("random", "map")),
@@ -156,7 +161,8 @@ class Hybrid:
             centres = [centres[0]] if turn % 2 == 0 else [others[(turn // 2) % len(others)]]
         else:
             centres = rows[: self.top]
-        if self.rivals and _since_best(history.records) >= self.rivals:
+        if (self.rivals and len(history.records) >= self.rivals_from
+                and _since_best(history.records) >= self.rivals):
             turn = history.scratch.get("rival_turn", 0)
             history.scratch["rival_turn"] = turn + 1
             found = _rivals(history.space, ranked)

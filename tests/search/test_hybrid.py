@@ -100,7 +100,7 @@ def _measure(history: History, values: dict) -> None:
 OPTIONS = {"fit": "map", "stall": 5, "top": 3, "max_radius": 3, "thompson": 1, "spread_centres": True,
            "scale": "log"}
 #: Rival centres from the first stall on, so that most local steps of 40 proposals take them.
-RIVALS = {"rivals": 1}
+RIVALS = {"rivals": 1, "rivals_from": 0}
 #: The additive kernel from the 10th point, so that 40 proposals use it; switching every 3 stalls.
 ADDITIVE = {"kernel": "additive", "additive_after": 10}
 SWITCH = {"kernel": "switch", "switch": 3}
@@ -226,13 +226,31 @@ def test_rival_local_steps_leave_the_best_while_it_stalls() -> None:
         history = _history(space, 5)
         for values in (SMOOTH_BEST, rival, {**SMOOTH_BEST, "tx": 4}, {**SMOOTH_BEST, "ty": 1}):
             _measure(history, values)
-        hybrid = Hybrid(rivals=rivals)
+        hybrid = Hybrid(rivals=rivals, rivals_from=0)
         regions.append([hybrid._trust_region(history, pool, pool.free(history.taken)) for _ in range(4)])
     with_rivals, without = regions
     for turn, near in enumerate(with_rivals):
         centre = rows["rival" if turn % 2 else "best"]
         assert near.size and (pool.hamming(near, centre) <= 1).all()
     assert all((pool.hamming(near, rows["best"]) <= 1).all() for near in without)
+
+
+def test_rival_local_steps_wait_for_rivals_from_evaluations() -> None:
+    """Before ``rivals_from`` evaluations every local step stays next to the best, stall or not."""
+    space = grid()
+    rival = {**SMOOTH_BEST, "shared": False, "bx": 32}
+    pool = Pool.of(space, random.Random(0))
+    best, other = pool.add(SMOOTH_BEST), pool.add(rival)
+    history = _history(space, 5)
+    for values in (SMOOTH_BEST, rival, {**SMOOTH_BEST, "tx": 4}, {**SMOOTH_BEST, "ty": 1}):
+        _measure(history, values)
+    hybrid = Hybrid(rivals=1, rivals_from=6)
+    early = [hybrid._trust_region(history, pool, pool.free(history.taken)) for _ in range(4)]
+    assert all(near.size and (pool.hamming(near, best) <= 1).all() for near in early)
+    for values in ({**SMOOTH_BEST, "pad": 1}, {**SMOOTH_BEST, "order": "ik"}):
+        _measure(history, values)
+    late = [hybrid._trust_region(history, pool, pool.free(history.taken)) for _ in range(2)]
+    assert (pool.hamming(late[0], best) <= 1).all() and (pool.hamming(late[1], other) <= 1).all()
 
 
 @pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
