@@ -60,12 +60,12 @@ class Hybrid:
     best measured point of a partition the best is not in (another value of a switch, a parameter with
     two choices or unordered ones), each in turn. A partition's good region can be narrow (the fast
     kernels without shared memory need whole-warp blocks one row high): the model, which has seen
-    mostly its slow points, would not go there, a local search from its best point does. The first
-    ``rivals_from`` evaluations leave the partition the model leads to alone, so that a short tuning
-    is not spent on it. On a small space the initial design is at most a tenth of its valid points
+    mostly its slow points, would not go there, a local search from its best point does. For the first
+    ``rivals_from`` evaluations every local step stays next to the best, so that a short tuning is
+    spent where the model leads. On a small space the initial design is at most a tenth of its valid points
     (and at least ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
 
-    The defaults are the configuration that measured best on the replayed goal files at 10 seeds
+    The defaults are the configuration that measured best on the replayed files at 10 seeds
     (README, "Search strategies"): the others were measured and kept as options, not chosen."""
 
     name: str = "hybrid"
