@@ -154,8 +154,7 @@ class Hybrid:
                     centres.append(row)
                     if len(centres) == self.top:
                         break
-            turn = history.scratch.get("turn", 0)
-            history.scratch["turn"] = turn + 1
+            turn = _next_turn(history, "turn")
             # The best point's region every other local step, the other regions in turn between.
             others = centres[1:] or centres
             centres = [centres[0]] if turn % 2 == 0 else [others[(turn // 2) % len(others)]]
@@ -163,8 +162,7 @@ class Hybrid:
             centres = rows[: self.top]
         if (self.rivals and len(history.records) >= self.rivals_from
                 and _since_best(history.records) >= self.rivals):
-            turn = history.scratch.get("rival_turn", 0)
-            history.scratch["rival_turn"] = turn + 1
+            turn = _next_turn(history, "rival_turn")
             found = _rivals(history.space, ranked)
             every = self.rival_every
             if turn % every == every - 1 and found:
@@ -197,6 +195,13 @@ def _rivals(space: Space[Any], ranked: list[TrialRecord]) -> list[TrialRecord]:
                 if rival is not None and rival not in found:
                     found.append(rival)
     return found
+
+
+def _next_turn(history: History, counter: str) -> int:
+    """This search's next turn of ``counter``: 0 at the first call, then 1, 2, ..."""
+    turn = int(history.scratch.get(counter, 0))
+    history.scratch[counter] = turn + 1
+    return turn
 
 
 def _since_best(records: list[TrialRecord]) -> int:
