@@ -90,6 +90,9 @@ class Hybrid:
                                     ("scale", self.scale, ("rank", "log"))):
             if value not in known:
                 raise ValueError(f"unknown {field} {value!r}; known: {', '.join(known)}")
+        for field, count in (("rivals", self.rivals), ("rivals_from", self.rivals_from)):
+            if count < 0:
+                raise ValueError(f"{field} must be 0 or more, not {count}")
         if self.rival_every < 2:
             raise ValueError(f"rival_every must be at least 2 (every other local step), not {self.rival_every}")
         if self.kernel == "switch" and self.switch < 1:

@@ -254,7 +254,8 @@ def test_rival_local_steps_wait_for_rivals_from_evaluations() -> None:
 
 
 @pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
-                                     {"kernel": "switch", "switch": 0}, {"rival_every": 1}])
+                                     {"kernel": "switch", "switch": 0}, {"rival_every": 1},
+                                     {"rivals": -1}, {"rivals_from": -1}])
 def test_unknown_options_are_refused_by_name(options):
     with pytest.raises(ValueError, match=list(options)[-1]):
         Hybrid(**options)
