@@ -23,6 +23,7 @@ out before anything is compiled. The search engine only sees this generic shape.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -344,9 +345,15 @@ class Space(Generic[S]):
         return self.values_violation(values) is None
 
     def valid_values(self) -> list[dict[str, Any]]:
-        """Every valid point as parameter values (the space must be enumerable)."""
+        """Every valid point as parameter values (the space must be enumerable); fresh dicts each call."""
+        return [dict(v) for v in self._valid]
+
+    @functools.cached_property
+    def _valid(self) -> tuple[dict[str, Any], ...]:
+        # Walked once per space: a search asks again for every substituted proposal, and a level-2
+        # matmul space builds and checks 10^5 schedules (about a second) to keep 10^3.
         self._check_cap()
-        return [v for v in self.combinations() if self.violation(self.make(v)) is None]
+        return tuple(v for v in self.combinations() if self.violation(self.make(v)) is None)
 
     def default_values(self) -> dict[str, Any] | None:
         """The template's default schedule as canonical values, if it has one and it is valid here."""
