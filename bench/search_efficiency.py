@@ -18,8 +18,9 @@ replace their single measurements in the table, and the best of those is the goa
 point's choice indices, median and seconds) and ``--load FILE`` replays them instead of measuring, so
 strategies can be compared again without minutes of measuring (refused if a space has changed since).
 
-Usage: ``python bench/search_efficiency.py [--strategies default,tpe,random] [--seeds 5] [--within 0.03]
-[--retime 12] [--rounds 7] [--save FILE | --load FILE]``
+Usage: ``python bench/search_efficiency.py [--only softmax,sum,max,matmul] [--strategies default,tpe,random]
+[--seeds 5] [--within 0.03] [--retime 12] [--rounds 7] [--save FILE | --load FILE]``; ``--only`` keeps the
+workloads whose name starts with one of the words given.
 """
 
 from __future__ import annotations
@@ -47,10 +48,13 @@ from search.strategies.pool import values_of
 from search.trial import TrialStatus
 from search.tune import MEASURING_ENVIRONMENT, Trial, tune
 
+#: Three memory-bound row-wise spaces (40-48 points) and one compute-bound matmul space (1,728 points on
+#: an AVX-512 host, about a quarter of an hour to measure whole with two cores), where strategies differ.
 WORKLOADS = {
     "softmax 4096x1000": {"op": "softmax", "rows": 4096, "cols": 1000},
     "sum 4096x1000 axis 1": {"op": "reduce", "shape": [4096, 1000], "axis": 1, "kind": "sum"},
     "max 4096x1000 axis 0": {"op": "reduce", "shape": [4096, 1000], "axis": 0, "kind": "max"},
+    "matmul 128x128x128": {"op": "matmul", "m": 128, "n": 128, "k": 128},
 }
 
 
@@ -153,6 +157,7 @@ def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float) -> tu
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="workloads whose name starts with one of these words")
     parser.add_argument("--strategies", default="default,tpe,random")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--within", type=float, default=0.03)
@@ -167,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"search_efficiency: {reason}", file=sys.stderr)
         return 2
+    words = [w.strip() for w in args.only.split(",") if w.strip()]
+    chosen = {name: data for name, data in WORKLOADS.items() if not words or name.split()[0] in words}
+    if not chosen:
+        print(f"search_efficiency: --only {args.only!r} names no workload; known: "
+              f"{', '.join(sorted({n.split()[0] for n in WORKLOADS}))}", file=sys.stderr)
+        return 2
     saved: dict[str, tuple[str, Table, int]] = {}
     source = f"measurements from {args.load}" if args.load is not None else "measured now"
     print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}, {source}; "
@@ -174,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload | valid points | exhaustive best ms (s to measure all) | strategy | trials | of the space "
           "| measured s |")
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
-    for name, data in WORKLOADS.items():
+    for name, data in chosen.items():
         spec = parse_spec(data)
         if args.load is not None:
             try:

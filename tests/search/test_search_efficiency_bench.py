@@ -36,3 +36,23 @@ def test_the_fastest_points_are_retimed_and_the_rest_kept() -> None:
         value, seconds = retimed[key]
         assert value is not None and value > 1e-6 and seconds == 0.5  # a real median, in ms
     assert retimed[keys[2]] == (50.0, 0.5) and retimed[keys[3]] == (None, 0.5)
+
+
+def test_only_selects_workloads_by_first_word_and_refuses_an_unknown_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from compiler.backends import get_target
+
+    if get_target("cpu").unavailable_reason() is not None:
+        pytest.skip("no host compiler")
+    bench = _bench()
+    assert bench.main(["--only", "gemm"]) == 2
+    assert "--only 'gemm' names no workload; known: matmul, max, softmax, sum" in capsys.readouterr().err
+    # A saved table replays only the workloads chosen (the others are not looked for in the file).
+    saved = ROOT / "bench" / "data" / "search_efficiency_matmul_avx512.json"
+    bench_space = bench._space(bench.parse_spec(bench.WORKLOADS["matmul 128x128x128"]))
+    import json
+
+    if json.loads(saved.read_text())["matmul 128x128x128"]["fingerprint"] != bench_space.fingerprint:
+        pytest.skip("the saved matmul table is of another host's space (16 f32 lanes and its caches)")
+    assert bench.main(["--only", "matmul", "--load", str(saved), "--strategies", "random", "--seeds", "2"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul")]
+    assert len(rows) == 1 and "| 1728 |" in rows[0]
