@@ -79,6 +79,22 @@ def test_validity_of_values_names_the_reason():
     assert len(valid) == len(space.candidates()) == sum(1 for c in space.combinations() if space.is_valid(c))
 
 
+def test_valid_values_are_walked_once_and_handed_out_as_fresh_dicts():
+    made = []
+
+    def make(values):
+        made.append(1)
+        return Sched(**values)
+
+    space = sched_space(make=make)
+    first = space.valid_values()
+    walked = len(made)
+    assert walked == sum(1 for _ in space.combinations())
+    first[0]["block"] = 999  # a caller's edit must not reach the space or the next caller
+    again = space.valid_values()
+    assert len(made) == walked and again[0]["block"] != 999 and len(again) == len(first)
+
+
 def test_fingerprint_changes_with_choices_kinds_conditions_constraints_and_version():
     base = sched_space().fingerprint
     assert base == sched_space().fingerprint

@@ -4,6 +4,7 @@ in the measuring process and their medians replace the single measurements; the 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -48,10 +49,8 @@ def test_only_selects_workloads_by_first_word_and_refuses_an_unknown_one(capsys:
     assert "--only 'gemm' names no workload; known: matmul, max, softmax, sum" in capsys.readouterr().err
     # A saved table replays only the workloads chosen (the others are not looked for in the file).
     saved = ROOT / "bench" / "data" / "search_efficiency_matmul_avx512.json"
-    bench_space = bench._space(bench.parse_spec(bench.WORKLOADS["matmul 128x128x128"]))
-    import json
-
-    if json.loads(saved.read_text())["matmul 128x128x128"]["fingerprint"] != bench_space.fingerprint:
+    space = bench._space(bench.parse_spec(bench.WORKLOADS["matmul 128x128x128"]))
+    if json.loads(saved.read_text())["matmul 128x128x128"]["fingerprint"] != space.fingerprint:
         pytest.skip("the saved matmul table is of another host's space (16 f32 lanes and its caches)")
     assert bench.main(["--only", "matmul", "--load", str(saved), "--strategies", "random", "--seeds", "2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul")]
