@@ -36,7 +36,8 @@ class SamplerStrategy:
                 import scipy  # noqa: F401
                 import torch  # noqa: F401
             except ImportError as error:
-                raise RuntimeError(f"the gp strategy needs torch and scipy ({error})") from error
+                raise RuntimeError(
+                    f"the gp strategy needs torch and scipy: pip install 'warpmap[gp]' ({error})") from error
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.samplers.GPSampler(seed=seed)
