@@ -18,9 +18,9 @@ replace their single measurements in the table, and the best of those is the goa
 point's choice indices, median and seconds) and ``--load FILE`` replays them instead of measuring, so
 strategies can be compared again without minutes of measuring (refused if a space has changed since).
 
-Usage: ``python bench/search_efficiency.py [--only softmax,sum,max,matmul] [--strategies default,tpe,random]
-[--seeds 5] [--within 0.03] [--retime 12] [--rounds 7] [--save FILE | --load FILE]``; ``--only`` keeps the
-workloads whose name starts with one of the words given.
+Usage: ``python bench/search_efficiency.py [--only softmax,sum,max,matmul,bmm,attention,skinny]
+[--strategies default,tpe,random] [--seeds 5] [--within 0.03] [--retime 12] [--rounds 7]
+[--save FILE | --load FILE]``; ``--only`` keeps the workloads whose name starts with one of the words given.
 """
 
 from __future__ import annotations
@@ -48,13 +48,18 @@ from search.strategies.pool import values_of
 from search.trial import TrialStatus
 from search.tune import MEASURING_ENVIRONMENT, Trial, tune
 
-#: Three memory-bound row-wise spaces (40-48 points) and one compute-bound matmul space (1,728 points on
-#: an AVX-512 host, about a quarter of an hour to measure whole with two cores), where strategies differ.
+#: Three memory-bound row-wise spaces (40-48 points) and four compute-bound matmul spaces, where
+#: strategies differ: square, batched, BERT-base's attention scores (Q times K transposed, 12 heads) and a
+#: tall, narrow one; 1,728, 624, 1,728 and 1,416 points on an AVX-512 host, 3 to 15 minutes each to
+#: measure whole with two cores.
 WORKLOADS = {
     "softmax 4096x1000": {"op": "softmax", "rows": 4096, "cols": 1000},
     "sum 4096x1000 axis 1": {"op": "reduce", "shape": [4096, 1000], "axis": 1, "kind": "sum"},
     "max 4096x1000 axis 0": {"op": "reduce", "shape": [4096, 1000], "axis": 0, "kind": "max"},
     "matmul 128x128x128": {"op": "matmul", "m": 128, "n": 128, "k": 128},
+    "bmm 8x96x96x96": {"op": "matmul", "batch": 8, "m": 96, "n": 96, "k": 96},
+    "attention 12x128x128x64": {"op": "matmul", "batch": 12, "m": 128, "n": 128, "k": 64, "layout_b": "col"},
+    "skinny 256x64x128": {"op": "matmul", "m": 256, "n": 64, "k": 128},
 }
 
 
