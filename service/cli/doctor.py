@@ -1,7 +1,9 @@
 """``warpmap doctor``: what this machine offers warpmap, as a table or as JSON.
 
 The pieces first (NVRTC, headers, compilers, CPU, GPUs), then one row per target of
-``compiler.backends.TARGETS``: whether it can run programs here, and why not.
+``compiler.backends.TARGETS``: whether it can run programs here, and why not. ``--peak`` adds the host's
+FP32 peak measured by a kernel of register FMAs on the cores a launch uses (a second or two), beside the
+estimate from the clock the OS reports, which boost passes (``compiler.backends.cpu_peak``).
 
 Exits 0 when every piece a run needs is there, GPU or not (no GPU is a normal state: the ``cpu`` and
 ``emu`` targets need none); exits 1 when NVRTC is unusable, the CUDA headers are missing or the
@@ -34,11 +36,37 @@ TARGET_ROLES = {
 def run(args: argparse.Namespace) -> int:
     report = detect_toolchain()
     targets = target_states()
+    peak = measure_peak(targets.get("cpu", "no cpu target")) if args.peak else None
     if args.json:
-        print(json.dumps(report_json(report, targets), indent=2))
+        print(json.dumps(report_json(report, targets, peak), indent=2))
     else:
-        table.print_table(HEADER, report_rows(report, targets))
+        table.print_table(HEADER, report_rows(report, targets, peak))
     return exit_status(report)
+
+
+def measure_peak(cpu_reason: str | None) -> float | str:
+    """The cpu target's FP32 peak in GFLOP/s, measured, or why it could not be."""
+    if cpu_reason is not None:
+        return f"the cpu target cannot run here: {cpu_reason}"
+    try:
+        return get_target("cpu").measured_peak_gflops()
+    except RuntimeError as error:  # the FMA kernel did not build, or was optimised away
+        return str(error)
+
+
+def peak_row(peak: float | str, cpu: CpuDevice | None) -> Row:
+    """The ``CPU peak`` row: the measured figure and the OS clock's estimate, or why nothing was measured.
+
+    >>> peak_row(484.4, None)
+    ('CPU peak', 'ok', '484 GFLOP/s FP32, measured by a kernel of FMAs on every core')
+    >>> peak_row("the peak kernel did not build: ...", None)[1]
+    'FAIL'
+    """
+    if isinstance(peak, str):
+        return ("CPU peak", "FAIL", peak)
+    estimate = cpu.peak_gflops_f32 if cpu is not None else None
+    beside = f" (the estimate from the OS clock: {estimate:.0f})" if estimate is not None else ""
+    return ("CPU peak", "ok", f"{peak:.0f} GFLOP/s FP32, measured by a kernel of FMAs on every core{beside}")
 
 
 def target_states() -> dict[str, str | None]:
@@ -63,9 +91,11 @@ def exit_status(report: ToolchainReport) -> int:
     return 0 if all(required) else 1
 
 
-def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | None = None) -> list[Row]:
-    """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``; the rows of
-    ``targets`` (see :func:`target_states`) last."""
+def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | None = None,
+                peak: float | str | None = None) -> list[Row]:
+    """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``; the measured
+    ``peak`` (see :func:`measure_peak`) after the CPU's row when given; the rows of ``targets`` (see
+    :func:`target_states`) last."""
     nvrtc, headers, host, gpu = report.nvrtc, report.headers, report.host_compiler, report.gpu
     rows: list[Row] = [("warpmap", "ok", f"{report.warpmap_version} (Python {report.python})")]
     if nvrtc.usable:
@@ -86,6 +116,8 @@ def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | Non
     rows.append(("emulator", "FAIL" if report.emulator_problem else "ok",
                  report.emulator_problem or "its C and C++ compilers are GCC 12 or later"))
     rows.append(("CPU", "ok", cpu_detail(report.cpu)) if report.cpu else ("CPU", "none", "not probed"))
+    if peak is not None:
+        rows.append(peak_row(peak, report.cpu))
     if not gpu.found:
         rows.append(("GPU", "none", gpu.reason or "no device"))
     for device in gpu.devices:
@@ -118,9 +150,11 @@ def _bytes(size: int) -> str:
 HEADER = ("component", "state", "detail")
 
 
-def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | None = None,
+                peak: float | str | None = None) -> dict[str, Any]:
     """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found``, the CPU's figures
-    and, when given, ``targets``: each target's ``available`` and ``reason``."""
+    and, when given, ``targets`` (each target's ``available`` and ``reason``) and the measured ``peak``
+    (``measured_peak``: ``gflops_f32``, or null and the ``reason``)."""
     data = _plain(dataclasses.asdict(report))
     if targets is not None:
         data["targets"] = {name: {"available": reason is None, "reason": reason} for name, reason in targets.items()}
@@ -131,6 +165,9 @@ def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | Non
         # The derived figures too, the peak beside the inputs it is computed from (it is not measured).
         data["cpu"].update(isa_summary=report.cpu.isa_summary, compile_flags=list(report.cpu.compile_flags),
                            peak_cores=report.cpu.peak_cores, peak_gflops_f32=report.cpu.peak_gflops_f32)
+    if peak is not None:
+        measured = not isinstance(peak, str)
+        data["measured_peak"] = {"gflops_f32": peak if measured else None, "reason": None if measured else peak}
     return data
 
 

@@ -226,3 +226,32 @@ def test_doctor_exits_1_without_nvrtc(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert "NVRTC         FAIL   DynamicLibNotFoundError: nvrtc not found" in out
     assert run_doctor(["doctor", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["nvrtc"]["usable"] is False
+
+
+def test_the_measured_peak_sits_after_the_cpu_row_beside_the_estimate() -> None:
+    rows = doctor.report_rows(report(), {"cpu": None}, peak=301.4)
+    names = [name for name, _, _ in rows]
+    assert names[names.index("CPU") + 1] == "CPU peak"
+    assert rows[names.index("CPU peak")] == (
+        "CPU peak", "ok", "301 GFLOP/s FP32, measured by a kernel of FMAs on every core "
+        "(the estimate from the OS clock: 156)")
+    failed = doctor.report_rows(report(cpu=None), peak="the peak kernel did not build: no g++")
+    assert ("CPU peak", "FAIL", "the peak kernel did not build: no g++") in failed
+    assert "CPU peak" not in [name for name, _, _ in doctor.report_rows(report())]
+    assert doctor.report_json(report(), peak=301.4)["measured_peak"] == {"gflops_f32": 301.4, "reason": None}
+    assert doctor.report_json(report(), peak="no")["measured_peak"] == {"gflops_f32": None, "reason": "no"}
+    assert "measured_peak" not in doctor.report_json(report())
+    assert doctor.measure_peak("no host C++ compiler") == "the cpu target cannot run here: no host C++ compiler"
+
+
+def test_doctor_measures_the_peak_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    from compiler.backends import get_target
+
+    if get_target("cpu").unavailable_reason() is not None:
+        pytest.skip("no host compiler")
+    assert run_doctor(["doctor", "--json", "--peak"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    peak = data["measured_peak"]
+    # At least one FMA a cycle on one lane of one core at 100 MHz; the FMA kernel itself is tested with
+    # the cpu target (tests/compiler/backends/test_cpu_peak.py).
+    assert peak["reason"] is None and peak["gflops_f32"] > 0.2

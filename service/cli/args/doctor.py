@@ -11,4 +11,7 @@ def register(subparsers: Any) -> None:
                                    "that every run needs is missing (NVRTC, the CUDA headers, the emulator's "
                                    "C++ compiler); no GPU is a normal state.")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--peak", action="store_true",
+                        help="also measure the host's FP32 peak with a kernel of FMAs on every core (a second "
+                        "or two), beside the estimate from the OS clock")
     parser.set_defaults(handler="service.cli.doctor:run")
