@@ -5,30 +5,25 @@ distribution in the closure of the project's dependencies (their own requirement
 ``starlette`` through ``fastapi`` counts), or, for a module imported only where an optional feature
 needs it, from the closure of one of the extras. Otherwise ``pip install warpmap`` gives a package that
 fails on import in the field while every test passes in the development environment, which installs
-more. The imports are read with ``ast`` like the layering test's, lazy ones included.
+more. The imports are read by the layering test's reader, lazy ones included.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 import tomllib
 from importlib import metadata
-from pathlib import Path
 
-import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.test_layering import ROOT, _module_name, imported_modules
+
 LAYERS = ("compiler", "search", "db", "service", "migrations")
 
 #: Modules imported only behind an optional feature, and the extra that brings each.
 OPTIONAL = {"psycopg": "postgres", "scipy": "gp", "torch": "gp"}
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def closure(requirements: list[str]) -> set[str]:
@@ -40,7 +35,7 @@ def closure(requirements: list[str]) -> set[str]:
     todo = [r for r in map(Requirement, requirements) if r.marker is None or r.marker.evaluate({"extra": ""})]
     while todo:
         requirement = todo.pop()
-        name = _canonical(requirement.name)
+        name = canonicalize_name(requirement.name)
         if name in seen:
             continue
         seen.add(name)
@@ -61,17 +56,11 @@ def third_party_imports() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for layer in LAYERS:
         for path in sorted((ROOT / layer).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                else:
-                    continue
-                for name in names:
-                    top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names and top not in LAYERS:
-                        found.setdefault(top, []).append(str(path.relative_to(ROOT)))
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for _, name in imported_modules(tree, _module_name(path), is_package=path.name == "__init__.py"):
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in LAYERS:
+                    found.setdefault(top, []).append(str(path.relative_to(ROOT)))
     return found
 
 
@@ -85,7 +74,7 @@ def test_every_imported_module_is_brought_by_a_declared_dependency() -> None:
         extra = OPTIONAL.get(module)
         declared = extras.get(extra, set()) if extra else runtime
         # A module that is not installed here is named by itself (the project's gp extra, for one).
-        distributions = {_canonical(d) for d in providers.get(module, [module])}
+        distributions = {canonicalize_name(d) for d in providers.get(module, [module])}
         if not distributions & declared:
             where = f"the {extra!r} extra" if extra else "[project] dependencies"
             missing.append(f"{module} ({', '.join(sorted(distributions))}), imported by {files[0]}, "
@@ -94,11 +83,9 @@ def test_every_imported_module_is_brought_by_a_declared_dependency() -> None:
 
 
 def test_the_check_follows_requirements_and_their_markers() -> None:
-    if "fastapi" not in {_canonical(d.metadata["Name"]) for d in metadata.distributions()}:
-        pytest.skip("fastapi is not installed")
     brought = closure(["fastapi"])
     assert "starlette" in brought and "pydantic" in brought  # fastapi's own requirements
-    assert "fastapi" not in closure(["numpy"]) and closure(["numpy"]) == {"numpy"}
+    assert closure(["numpy"]) == {"numpy"}
     assert closure(['numpy; sys_platform == "no-such-platform"']) == set()
     # An optional module counts only through its own extra.
     assert set(OPTIONAL.values()) <= set(tomllib.loads((ROOT / "pyproject.toml").read_text())
