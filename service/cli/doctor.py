@@ -54,16 +54,20 @@ def measure_peak(cpu_reason: str | None) -> float | str:
         return str(error)
 
 
-def peak_row(peak: float | str, cpu: CpuDevice | None) -> Row:
-    """The ``CPU peak`` row: the measured figure and the OS clock's estimate, or why nothing was measured.
+def peak_row(peak: float | str, cpu: CpuDevice | None, runnable: bool = True) -> Row:
+    """The ``CPU peak`` row: the measured figure and the OS clock's estimate, or why nothing was measured:
+    ``missing`` when the cpu target cannot run here (its own row says why), ``FAIL`` when it can and the
+    peak kernel still did not build or run.
 
     >>> peak_row(484.4, None)
     ('CPU peak', 'ok', '484 GFLOP/s FP32, measured by a kernel of FMAs on every core')
     >>> peak_row("the peak kernel did not build: ...", None)[1]
     'FAIL'
+    >>> peak_row("the cpu target cannot run here: no host C++ compiler", None, runnable=False)[1]
+    'missing'
     """
     if isinstance(peak, str):
-        return ("CPU peak", "FAIL", peak)
+        return ("CPU peak", "FAIL" if runnable else "missing", peak)
     estimate = cpu.peak_gflops_f32 if cpu is not None else None
     beside = f" (the estimate from the OS clock: {estimate:.0f})" if estimate is not None else ""
     return ("CPU peak", "ok", f"{peak:.0f} GFLOP/s FP32, measured by a kernel of FMAs on every core{beside}")
@@ -117,7 +121,7 @@ def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | Non
                  report.emulator_problem or "its C and C++ compilers are GCC 12 or later"))
     rows.append(("CPU", "ok", cpu_detail(report.cpu)) if report.cpu else ("CPU", "none", "not probed"))
     if peak is not None:
-        rows.append(peak_row(peak, report.cpu))
+        rows.append(peak_row(peak, report.cpu, runnable=(targets or {}).get("cpu", "absent") is None))
     if not gpu.found:
         rows.append(("GPU", "none", gpu.reason or "no device"))
     for device in gpu.devices:

@@ -235,8 +235,12 @@ def test_the_measured_peak_sits_after_the_cpu_row_beside_the_estimate() -> None:
     assert rows[names.index("CPU peak")] == (
         "CPU peak", "ok", "301 GFLOP/s FP32, measured by a kernel of FMAs on every core "
         "(the estimate from the OS clock: 156)")
-    failed = doctor.report_rows(report(cpu=None), peak="the peak kernel did not build: no g++")
+    failed = doctor.report_rows(report(cpu=None), {"cpu": None}, peak="the peak kernel did not build: no g++")
     assert ("CPU peak", "FAIL", "the peak kernel did not build: no g++") in failed
+    # Without a runnable cpu target there is nothing to measure with: missing, as its own row says.
+    unrunnable = doctor.report_rows(report(), {"cpu": "no host C++ compiler"},
+                                    peak=doctor.measure_peak("no host C++ compiler"))
+    assert ("CPU peak", "missing", "the cpu target cannot run here: no host C++ compiler") in unrunnable
     assert "CPU peak" not in [name for name, _, _ in doctor.report_rows(report())]
     assert doctor.report_json(report(), peak=301.4)["measured_peak"] == {"gflops_f32": 301.4, "reason": None}
     assert doctor.report_json(report(), peak="no")["measured_peak"] == {"gflops_f32": None, "reason": "no"}
