@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -247,9 +248,11 @@ def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:
     kernel = hit.kernel.result
     return {
         "cache": "hit", "target": target, "schedule": dict(kernel.schedule), "latency_ms": kernel.latency_us / 1e3,
-        "gflops": kernel.gflops, "trials": kernel.trials_used, "kernel": {"id": hit.kernel.id,
-                                                                          "entry": kernel.entry,
-                                                                          "source": kernel.source},
+        "gflops": kernel.gflops, "trials": kernel.trials_used,
+        # When the stored figure was measured and how often it has been served: a user deciding whether
+        # to --force a new tuning (a new driver, a busier machine) needs its age.
+        "tuned_at": hit.kernel.updated_at.isoformat(), "hits": hit.kernel.hits,
+        "kernel": {"id": hit.kernel.id, "entry": kernel.entry, "source": kernel.source},
     }
 
 
@@ -289,4 +292,7 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     table.add_row("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
         if "statuses" in report else ""))
+    if "tuned_at" in report:
+        when = datetime.fromisoformat(report["tuned_at"]).strftime("%Y-%m-%d %H:%M UTC")
+        table.add_row("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")
     Console().print(table)

@@ -4,6 +4,7 @@ cache unless ``--force``, bad input in one line with exit status 2."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,10 @@ def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.Capture
     second = _tune(capsys, database)
     assert second["cache"] == "hit" and second["schedule"] == first["schedule"]
     assert second["latency_ms"] == pytest.approx(first["latency_ms"])
+    assert datetime.fromisoformat(second["tuned_at"]).tzinfo is not None and second["hits"] >= 1
+    assert main(["tune", "--spec", SPEC, "--target", "cpu", "--database-url", database]) == 0
+    shown = capsys.readouterr().out
+    assert "│ tuned " in shown and " UTC, served " in shown
     forced = _tune(capsys, database, "--force")
     assert forced["cache"] == "miss" and forced["trials"] == 3
     assert main(["cache", "ls", "--database-url", database]) == 0
