@@ -3,13 +3,17 @@
 The export format is one JSON object per line, self-describing and independent of row ids, so a
 cache moves between clusters (and databases)::
 
-    {"format": "warpmap-kernel", "version": 1,
+    {"format": "warpmap-kernel", "version": 2,
      "workload": {"op": ..., "spec": {...}},
      "device": {"name": ..., "arch": ..., "driver": ..., "compute_units": ..., ...},
      "toolchain": {"warpmap": ..., "nvrtc": ..., "host_compiler": ...},
      "kernel": {"schedule": {...}, "source": ..., "binary_b64": ... | null, "entry": ..., "grid": [...],
                 "block": [...], "shared_bytes": ..., "params": [...], "latency_us": ...,
-                "gflops": ..., "trials_used": ...}}
+                "latency_p20_us": ..., "latency_p80_us": ..., "gflops": ..., "gbs": ..., "trials_used": ...,
+                "program": {...} | null}}
+
+Version 2 added the measurement's spread and bandwidth (``latency_p20_us``, ``latency_p80_us``,
+``gbs``); a version 1 export still imports, without them.
 
 Import goes through :func:`db.repository.save_kernel`, so an imported kernel replaces a local one
 only when it is faster.
@@ -33,7 +37,9 @@ from db.records import CachedKernel, DeviceInfo, KernelResult, ToolchainInfo, Wo
 from db.repository import kernel_query, save_kernel, to_cached_kernel
 
 EXPORT_FORMAT = "warpmap-kernel"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+#: Versions an import reads: the current one, and 1 (the same fields less the spread and bandwidth).
+IMPORT_VERSIONS = (1, 2)
 
 
 class ImportFormatError(ValueError):
@@ -220,10 +226,11 @@ def parse_export_record(line: str, number: int) -> Entry:
         record = json.loads(line)
         if not isinstance(record, dict):
             raise TypeError(f"expected a JSON object, got {type(record).__name__}")
-        if record.get("format") != EXPORT_FORMAT or record.get("version") != EXPORT_VERSION:
+        version = record.get("version")
+        if record.get("format") != EXPORT_FORMAT or type(version) is not int or version not in IMPORT_VERSIONS:
             raise ValueError(
-                f"format {record.get('format')!r} version {record.get('version')!r} is not "
-                f"{EXPORT_FORMAT!r} version {EXPORT_VERSION}"
+                f"format {record.get('format')!r} version {version!r} is not "
+                f"{EXPORT_FORMAT!r} version {' or '.join(map(str, IMPORT_VERSIONS))}"
             )
         workload = WorkloadSpec(op=record["workload"]["op"], spec=record["workload"]["spec"])
         if not isinstance(workload.spec, dict):

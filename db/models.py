@@ -190,7 +190,11 @@ class Kernel(Base):
     #: A program of several launches, whole (``db.records.KernelResult.program``); None for one launch.
     program: Mapped[dict[str, Any] | None] = mapped_column(VersionedJSON(version=1), nullable=True)
     latency_us: Mapped[float] = mapped_column(Float)
+    #: The measurement's 20th and 80th percentiles (``latency_us`` is its median); null before 0009.
+    latency_p20_us: Mapped[float | None] = mapped_column(Float)
+    latency_p80_us: Mapped[float | None] = mapped_column(Float)
     gflops: Mapped[float | None] = mapped_column(Float)
+    gbs: Mapped[float | None] = mapped_column(Float)
     trials_used: Mapped[int] = mapped_column(Integer)
     #: Bytes of source + binary + JSON documents, kept so size accounting is one SUM on any database.
     size_bytes: Mapped[int] = mapped_column(BigInteger)

@@ -74,6 +74,11 @@ class KernelResult:
     trials_used: int
     binary: bytes | None = None
     gflops: float | None = None
+    #: The spread of the measurement ``latency_us`` is the median of (20th and 80th percentiles), and
+    #: the bandwidth it implies; None where they were not recorded (kernels stored before they were).
+    latency_p20_us: float | None = None
+    latency_p80_us: float | None = None
+    gbs: float | None = None
     #: The whole program when it has more than the one launch the fields above describe: ``{"target",
     #: "arguments", "workspaces", "launches": [{"entry", "source", "grid", "block", "shared_bytes",
     #: "params", "bindings"}, ...]}``, launches in the order they run; ``binary`` then archives each
@@ -85,6 +90,10 @@ class KernelResult:
             raise ValueError(f"kernel {self.entry!r}: latency_us must be positive, got {self.latency_us!r}")
         if self.trials_used < 0:
             raise ValueError(f"kernel {self.entry!r}: trials_used must be >= 0, got {self.trials_used}")
+        low, high = self.latency_p20_us, self.latency_p80_us
+        if (low is None) != (high is None) or (low is not None and high is not None and not 0 < low <= high):
+            raise ValueError(f"kernel {self.entry!r}: latency_p20_us and latency_p80_us must be given together, "
+                             f"positive and in order, got {low!r} and {high!r}")
 
     def fields(self) -> dict[str, Any]:
         """The plain, JSON-ready fields every stored form shares (the binary excepted)."""
@@ -97,7 +106,10 @@ class KernelResult:
             "shared_bytes": self.shared_bytes,
             "params": [dict(p) for p in self.params],
             "latency_us": self.latency_us,
+            "latency_p20_us": self.latency_p20_us,
+            "latency_p80_us": self.latency_p80_us,
             "gflops": self.gflops,
+            "gbs": self.gbs,
             "trials_used": self.trials_used,
             "program": None if self.program is None else dict(self.program),
         }

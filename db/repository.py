@@ -170,6 +170,9 @@ def to_cached_kernel(row: Any) -> CachedKernel:
         trials_used=kernel.trials_used,
         binary=kernel.binary,
         gflops=kernel.gflops,
+        latency_p20_us=kernel.latency_p20_us,
+        latency_p80_us=kernel.latency_p80_us,
+        gbs=kernel.gbs,
         program=kernel.program,
     )
     return CachedKernel(

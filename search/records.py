@@ -16,6 +16,7 @@ from typing import Any
 from compiler.backends import Artifact
 from compiler.source import KernelSource
 from db.records import DeviceInfo, KernelResult, ToolchainInfo
+from search.tune import TuneResult
 
 
 def kernel_result(
@@ -96,6 +97,15 @@ def program_source(artifact: Artifact) -> str:
     return "\n".join(f"// launch {i}: {b.source.entry}\n{b.source.source}" for i, b in enumerate(artifact.launches))
 
 
+def tuned_result(result: TuneResult) -> KernelResult:
+    """The cache record of a tuning's best: its program, its re-timed median with the 20th and 80th
+    percentiles, GFLOP/s and GB/s, and the trials the tuning spent."""
+    samples = result.samples
+    return program_result(result.artifact, schedule=dict(result.values), latency_us=samples.median_ns / 1e3,
+                          trials_used=len(result.trials), gflops=result.gflops,
+                          latency_p20_us=samples.p20_ns / 1e3, latency_p80_us=samples.p80_ns / 1e3, gbs=result.gbs)
+
+
 def program_result(
     artifact: Artifact,
     *,
@@ -103,6 +113,9 @@ def program_result(
     latency_us: float,
     trials_used: int,
     gflops: float | None = None,
+    latency_p20_us: float | None = None,
+    latency_p80_us: float | None = None,
+    gbs: float | None = None,
 ) -> KernelResult:
     """The cache record of a tuned program: a one-launch program as that kernel (the plain fields), a longer
     one with its whole program document too, as is one launch with workspaces (whose shapes the plain fields
@@ -124,6 +137,9 @@ def program_result(
         trials_used=trials_used,
         binary=binary_archive(artifact),
         gflops=gflops,
+        latency_p20_us=latency_p20_us,
+        latency_p80_us=latency_p80_us,
+        gbs=gbs,
         program=program_document(artifact) if whole else None,
     )
 

@@ -30,6 +30,10 @@ def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class Device:
     """A device as the cache files kernels under it (``arch``: a compute capability or the host's ISA)."""
@@ -82,6 +86,10 @@ class KernelSummary:
     hits: int
     created_at: datetime | None
     updated_at: datetime | None
+    #: The measurement's 20th and 80th percentiles and GB/s; None for kernels stored without them.
+    latency_p20_ms: float | None = None
+    latency_p80_ms: float | None = None
+    gbs: float | None = None
 
     @classmethod
     def _summary(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,7 +98,8 @@ class KernelSummary:
                 "schedule": dict(data.get("schedule") or {}), "latency_ms": float(data["latency_ms"]),
                 "gflops": data.get("gflops"), "trials_used": int(data.get("trials_used") or 0),
                 "hits": int(data.get("hits") or 0), "created_at": _time(data.get("created_at")),
-                "updated_at": _time(data.get("updated_at"))}
+                "updated_at": _time(data.get("updated_at")), "latency_p20_ms": _number(data.get("latency_p20_ms")),
+                "latency_p80_ms": _number(data.get("latency_p80_ms")), "gbs": _number(data.get("gbs"))}
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> KernelSummary:

@@ -33,10 +33,16 @@ def _summary_fields(kernel: CachedKernel) -> dict[str, Any]:
     return {
         "id": kernel.id, "operator": {"op": kernel.workload.op, **dict(kernel.workload.spec)},
         "target": target_of(kernel.device), "device": device(kernel.device), "toolchain": toolchain(kernel.toolchain),
-        "schedule": dict(result.schedule), "latency_ms": result.latency_us / 1e3, "gflops": result.gflops,
+        "schedule": dict(result.schedule), "latency_ms": result.latency_us / 1e3,
+        "latency_p20_ms": _ms(result.latency_p20_us), "latency_p80_ms": _ms(result.latency_p80_us),
+        "gflops": result.gflops, "gbs": result.gbs,
         "trials_used": result.trials_used, "hits": kernel.hits, "created_at": kernel.created_at,
         "updated_at": kernel.updated_at,
     }
+
+
+def _ms(microseconds: float | None) -> float | None:
+    return None if microseconds is None else microseconds / 1e3
 
 
 def summary(kernel: CachedKernel) -> schemas.KernelSummary:

@@ -102,8 +102,11 @@ class KernelSummary(BaseModel):
     device: Device
     toolchain: Toolchain
     schedule: dict[str, Any]
-    latency_ms: float
+    latency_ms: float = Field(description="the median of the best kernel's measurement")
+    latency_p20_ms: float | None = Field(default=None, description="its 20th percentile; null if not recorded")
+    latency_p80_ms: float | None = Field(default=None, description="its 80th percentile; null if not recorded")
     gflops: float | None
+    gbs: float | None = Field(default=None, description="the operands' least traffic over the median latency")
     trials_used: int
     hits: int
     created_at: datetime

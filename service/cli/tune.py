@@ -32,7 +32,7 @@ from db.migrate import current_revision, head_revision, upgrade
 from db.records import CacheHit, DeviceInfo, ToolchainInfo, WorkloadSpec
 from db.repository import count_trials, lookup_kernel, record_trial, save_kernel
 from db.session import create_engine_for, session_scope
-from search.records import cache_identity, program_result, program_source
+from search.records import cache_identity, program_source, tuned_result
 from search.strategies import Budget, StudyMismatchError
 from search.tune import Progress as TuneProgress
 from search.tune import TuneError, TuneResult, tune
@@ -143,9 +143,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         with session_scope(engine) as session:
             save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
-                        result=program_result(result.artifact, schedule=dict(result.values),
-                                              latency_us=result.latency_ms * 1e3, trials_used=len(result.trials),
-                                              gflops=result.gflops))
+                        result=tuned_result(result))
         job.end("succeeded", None)
     finally:
         engine.dispose()
@@ -248,7 +246,9 @@ def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:
     kernel = hit.kernel.result
     return {
         "cache": "hit", "target": target, "schedule": dict(kernel.schedule), "latency_ms": kernel.latency_us / 1e3,
-        "gflops": kernel.gflops, "trials": kernel.trials_used,
+        **({"latency_p20_ms": kernel.latency_p20_us / 1e3, "latency_p80_ms": kernel.latency_p80_us / 1e3}
+           if kernel.latency_p20_us is not None and kernel.latency_p80_us is not None else {}),
+        "gflops": kernel.gflops, "gbs": kernel.gbs, "trials": kernel.trials_used,
         # When the stored figure was measured and how often it has been served: a user deciding whether
         # to --force a new tuning (a new driver, a busier machine) needs its age.
         "tuned_at": hit.kernel.updated_at.isoformat(), "hits": hit.kernel.hits,
@@ -284,6 +284,8 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
         if "latency_p20_ms" in report else ""))
     if report.get("gflops") is not None:
         table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
+    if report.get("gbs") is not None:
+        table.add_row("GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)")
     if report.get("peak_fraction") is not None:
         # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds).
         how = ("measured: register FMAs on every core" if report.get("peak_measured")

@@ -29,7 +29,7 @@ from db.errors import UnavailableError
 from db.records import DeviceInfo, JobRecord, ToolchainInfo, TrialResult
 from db.repository import count_trials, record_trial, save_kernel
 from db.session import session_scope
-from search.records import program_result
+from search.records import tuned_result
 from search.strategies import Budget
 from search.strategies.workers import HEARTBEAT_S
 from search.tune import Progress, Trial, TuneError, tune
@@ -188,9 +188,7 @@ def run_job(
         return stopped
     with session_scope(engine) as session:
         save_kernel(session=session, workload=job.workload, device=job.device, toolchain=job.toolchain,
-                    result=program_result(result.artifact, schedule=dict(result.values),
-                                          latency_us=result.latency_ms * 1e3, trials_used=len(result.trials),
-                                          gflops=result.gflops))
+                    result=tuned_result(result))
     logger.info("job %s succeeded: %d trials in %.1f s, best %.4g ms", job_id, len(result.trials),
                 time.monotonic() - started, result.latency_ms)
     return _end(engine, job_id, Outcome.SUCCEEDED, None)

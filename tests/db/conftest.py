@@ -49,6 +49,9 @@ def kernel_result(latency_us: float, *, tag: str = "k", binary: bytes | None = b
         trials_used=7,
         binary=binary,
         gflops=2.5,
+        latency_p20_us=0.97 * latency_us,
+        latency_p80_us=1.05 * latency_us,
+        gbs=80.0,
     )
 
 

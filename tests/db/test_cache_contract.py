@@ -180,6 +180,12 @@ def test_non_positive_latency_is_rejected(make_result: Make, latency: float) -> 
         make_result(latency)
 
 
+@pytest.mark.parametrize(("p20", "p80"), [(1.0, None), (None, 2.0), (2.0, 1.0), (0.0, 1.0)])
+def test_the_spread_comes_whole_and_in_order(make_result: Make, p20: float | None, p80: float | None) -> None:
+    with pytest.raises(ValueError, match="latency_p20_us and latency_p80_us"):
+        replace(make_result(1.5), latency_p20_us=p20, latency_p80_us=p80)
+
+
 def test_kernel_from_compiler_hand_off(engine: Engine, workload, device, toolchain) -> None:
     source = KernelSource(
         entry="mm_64x64",

@@ -38,6 +38,10 @@ def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.Capture
     assert second["cache"] == "hit" and second["schedule"] == first["schedule"]
     assert second["latency_ms"] == pytest.approx(first["latency_ms"])
     assert datetime.fromisoformat(second["tuned_at"]).tzinfo is not None and second["hits"] >= 1
+    # The cache keeps the measurement's spread and bandwidth, not the median alone.
+    assert first["latency_p20_ms"] <= first["latency_ms"] <= first["latency_p80_ms"]
+    for field in ("latency_p20_ms", "latency_p80_ms", "gbs"):
+        assert second[field] == pytest.approx(first[field]), field
     assert main(["tune", "--spec", SPEC, "--target", "cpu", "--database-url", database]) == 0
     shown = capsys.readouterr().out
     assert "│ tuned " in shown and " UTC, served " in shown

@@ -48,13 +48,15 @@ def _kernel_json(spec_json: dict[str, Any], kernel_id: int, arch: str) -> dict[s
     space = operator.space(spec, target.device(), 2)  # the level that holds the default
     built = compile_schedule(operator, spec, space.schedule(space.default), target)
     assert built.artifact is not None, built.message
-    record = program_result(built.artifact, schedule=space.default, latency_us=12.5, trials_used=3, gflops=1.5)
+    record = program_result(built.artifact, schedule=space.default, latency_us=12.5, trials_used=3, gflops=1.5,
+                            latency_p20_us=12.0, latency_p80_us=13.5, gbs=2.25)
     fields = record.fields()
     device = {"name": target.device().model, "arch": arch, "driver": "none", "compute_units": 2,
               "memory_bytes": 0, "l2_bytes": 1 << 20, "key": "dev"}
     toolchain = {"warpmap": "0.1.0", "nvrtc": "none", "host_compiler": "g++", "key": "tc"}
     return {"id": kernel_id, "operator": spec_json, "target": "cpu", "device": device, "toolchain": toolchain,
             "schedule": fields["schedule"], "latency_ms": record.latency_us / 1000, "gflops": record.gflops,
+            "latency_p20_ms": 0.012, "latency_p80_ms": 0.0135, "gbs": record.gbs,
             "trials_used": record.trials_used, "hits": 0, "created_at": NOW, "updated_at": NOW,
             "entry": fields["entry"], "source": fields["source"],
             "binary": base64.b64encode(record.binary or b"").decode(), "grid": fields["grid"],
@@ -233,6 +235,7 @@ def test_kernels_lists_summaries_with_the_filters_sent(kernel_json) -> None:
     (summary,) = _client(service).kernels(op="matmul", dtype="float32", limit=10)
     assert summary.id == 7 and summary.device.arch == kernel_json["device"]["arch"]
     assert summary.latency_ms == pytest.approx(0.0125) and summary.created_at is not None
+    assert (summary.latency_p20_ms, summary.latency_p80_ms, summary.gbs) == (0.012, 0.0135, 2.25)
     params = service.requests[0].url.params
     assert (params["op"], params["dtype"], params["limit"], params["offset"]) == ("matmul", "float32", "10", "0")
     assert "device" not in params

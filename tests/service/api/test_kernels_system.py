@@ -6,6 +6,8 @@ import base64
 import re
 from typing import Any
 
+import pytest
+
 from db.migrate import downgrade
 from db.records import TrialResult
 from db.repository import record_trial
@@ -48,6 +50,8 @@ def test_a_kernel_whole_with_its_binary(api: Any) -> None:
     assert base64.b64decode(kernel["binary"]) == b"\x7fELF\x02\x01\x00"
     assert kernel["entry"] == "wm_matmul" and kernel["schedule"] == {"mc": 64, "nc": 96}
     assert kernel["toolchain"]["key"] == api.toolchain.key and kernel["gflops"] == 41.5 and kernel["program"] is None
+    assert (kernel["latency_p20_ms"], kernel["latency_ms"], kernel["latency_p80_ms"], kernel["gbs"]) == (
+        pytest.approx(0.012), 0.0125, pytest.approx(0.0135), 7.25)
     assert api.client.get("/v1/kernels/999999", headers=api.headers("read")).status_code == 404
 
 
