@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import optuna
 import pytest
 
 from compiler.space import Constraint, Param, Space
-from search.strategies import Budget, History, Outcome, SpaceExhausted, TrialRecord, search
-from search.strategies.hybrid import Hybrid, _rivals
+from search.strategies import Budget, History, Outcome, SpaceExhausted, TrialRecord, hybrid, search
+from search.strategies.hybrid import Hybrid, _rivals, _scored
 from search.strategies.pool import Pool, features, values_of
 from search.trial import TrialStatus
 
@@ -128,6 +129,37 @@ def test_never_proposes_an_invalid_or_taken_point_and_tolerates_pending_ones(max
         else:
             _measure(history, proposal)
     assert pending <= history.taken and len(history.records) == 30
+
+
+def test_a_large_space_scores_a_capped_sample_that_keeps_the_best_surroundings(monkeypatch) -> None:
+    """Past ``MAX_SCORED`` free points a step scores that many: every free point within two changes of
+    the best, the rest a seeded sample; below the cap, every free point."""
+    space = grid()
+    pool = Pool.of(space, random.Random(0))
+    history = _history(space, 1)
+    for values in (SMOOTH_BEST, {**SMOOTH_BEST, "bx": 64}, PLANTED):
+        _measure(history, values)
+    free = pool.free(history.taken)
+    assert (_scored(pool, free, history) == free).all()
+    monkeypatch.setattr(hybrid, "MAX_SCORED", 1000)
+    scored = _scored(pool, free, history)
+    near = free[pool.hamming(free, pool.add(PLANTED)) <= 2]  # the best of the three (0.8)
+    assert scored.size == 1000 == np.unique(scored).size and set(scored) <= set(free.tolist())
+    assert 0 < near.size < 500 and set(near.tolist()) <= set(scored.tolist())
+    again = _scored(pool, free, _history(space, 1))  # a history without records: a sample alone
+    assert again.size == 1000 and not np.array_equal(again, scored)
+    # A whole search with the cap in force: valid, untaken points, the same for the same seed.
+    runs = [[dict(t.values) for t in search(space, Recording(space), Hybrid(), Budget(trials=25), seed=4).trials]
+            for _ in range(2)]
+    assert runs[0] == runs[1] and len({space.key(v) for v in runs[0]}) == 25
+
+
+def test_pool_rows_are_the_features_of_their_points() -> None:
+    space = grid()
+    for scale in ("rank", "log"):
+        pool = Pool.of(space, random.Random(0), scale)
+        for row in range(0, len(pool.values), 97):
+            assert pool.rows[row] == pytest.approx(features(space, pool.values[row], scale))
 
 
 def test_pending_points_near_the_best_are_not_proposed_and_the_model_spreads_around_them():

@@ -1,0 +1,82 @@
+"""The default strategy on a large synthetic space: seconds, memory and quality of 200 evaluations.
+
+The brute-forced spaces of the replays hold at most 17,956 valid points; a space the search has not
+seen may hold hundreds of thousands (a product of eight parameters under 2,000,000 combinations is
+enumerated whole). This builds such a space as a replay target (``bench/strategy_replay.py``'s
+``Replay``): parameters of 16, 8, 8, 6, 6, 4, 4 and 2 choices (1,179,648 combinations), each combination
+valid with probability ``--keep``, its time a seeded smooth function of the parameters (a sum of one
+sine per parameter, exponentiated) with 30% noise. It prints, per seed, the seconds the search took
+(building its candidate pool included; the objective is a table lookup), the quality at 100 and 200
+evaluations (optimum / best found) and, at the end, the peak resident memory of the process.
+
+Usage: ``python bench/large_space.py [--keep 0.1] [--seeds 3] [--strategy default]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import math
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+import optuna
+
+SIZES = (16, 8, 8, 6, 6, 4, 4, 2)
+
+
+def _replay_module():
+    path = Path(__file__).resolve().parent / "strategy_replay.py"
+    spec = importlib.util.spec_from_file_location("strategy_replay", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic(replay: object, keep: float, seed: int = 1):
+    """The replay of a seeded space: ``keep`` of the combinations valid, times smooth plus noise."""
+    rng = random.Random(seed)
+    params = {f"p{i}": tuple(range(n)) for i, n in enumerate(SIZES)}
+    weights = [rng.uniform(-1.0, 1.0) for _ in SIZES]
+    times: dict[tuple[int, ...], float | None] = {}
+    for point in itertools.product(*params.values()):
+        if rng.random() < keep:
+            smooth = sum(w * math.sin(1.3 * x + i) for i, (w, x) in enumerate(zip(weights, point, strict=True)))
+            times[point] = math.exp(smooth + 0.3 * rng.random())
+    return replay.Replay(f"synthetic-{keep}", params, times, dict.fromkeys(times, "correct"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=float, default=0.1, help="the share of combinations that are valid")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--strategy", default="default")
+    args = parser.parse_args(argv)
+    if not 0 < args.keep <= 1:
+        print(f"large_space: --keep must be in (0, 1], got {args.keep}", file=sys.stderr)
+        return 2
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    replay = _replay_module()
+    space = synthetic(replay, args.keep)
+    print(f"# {math.prod(SIZES):,} combinations, {len(space.times):,} valid; strategy {args.strategy}")
+    print("| seed | seconds | quality at 100 | at 200 |")
+    print("| ---: | ---: | ---: | ---: |")
+    for seed in range(args.seeds):
+        start = time.monotonic()
+        evaluated = replay.run_ours(space, args.strategy, seed, 200)
+        seconds = time.monotonic() - start
+        print(f"| {seed} | {seconds:.1f} | {replay.quality(space, evaluated, 100):.3f} | "
+              f"{replay.quality(space, evaluated, 200):.3f} |", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    print(f"# peak resident memory {peak:.2f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
