@@ -4,7 +4,8 @@ A T4 file (../shared/data/benchmark_hub/) holds every valid configuration of a G
 its measured runtimes. The replay target turns it into our ``Space`` (the parameters and their values
 as the file has them; a combination is valid when the file lists it, as the original restrictions
 allowed) and serves its measurements as the objective (a configuration's time is the median of its
-runtimes; one the file marks as failed to compile or run is a failed evaluation, which counts). Our
+runtimes; one the file marks as failed to compile, to run, in time or correctly is a failed evaluation,
+which counts; one it marks as breaking the restrictions, ``constraints``, is outside the space). Our
 strategies run through the same code that tunes real kernels (``search.strategies``).
 
 Quality at budget B = optimum / best time found among the first B distinct configurations evaluated
@@ -45,7 +46,11 @@ from search.trial import TrialStatus
 KT_DEFAULT = ("genetic_algorithm", "firefly_algorithm", "pso", "dual_annealing", "simulated_annealing",
               "basinhopping", "diff_evo", "greedy_ils", "random_sample")
 OURS_DEFAULT = ("default", "hybrid", "tpe", "random")
-_FAILED = {"compile": TrialStatus.COMPILE_ERROR, "runtime": TrialStatus.LAUNCH_ERROR}
+_FAILED = {"compile": TrialStatus.COMPILE_ERROR, "runtime": TrialStatus.LAUNCH_ERROR, "timeout": TrialStatus.TIMEOUT,
+           "correctness": TrialStatus.WRONG_RESULT}
+#: T4's mark of a configuration that breaks the space's restrictions: outside the space, as a tuner's
+#: restrictions would have kept it (it is never evaluated, so it costs no evaluation).
+OUTSIDE = "constraints"
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ def load(path: Path) -> Replay:
     times: dict[tuple[Any, ...], float | None] = {}
     statuses: dict[tuple[Any, ...], str] = {}
     for result in results:
+        if result.get("invalidity") == OUTSIDE:
+            continue
         config = result["configuration"]
         point = tuple(config[n] for n in names)
         for n in names:
@@ -104,6 +111,8 @@ def load(path: Path) -> Replay:
         ok = result.get("invalidity") == "correct" and runtimes
         times[point] = statistics.median(runtimes) if ok else None
         statuses[point] = result.get("invalidity", "unknown")
+    if not any(t is not None for t in times.values()):
+        raise ValueError(f"{path}: no configuration ran")
     params = {n: tuple(sorted(v)) for n, v in values.items()}
     return Replay(path.name.split(".")[0], params, times, statuses)
 

@@ -34,3 +34,28 @@ def test_a_bad_variant_is_refused_before_any_file_is_read(options, message, caps
     assert _bench().main(["--file", "missing.json.gz", "--hybrid", options]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_t4_file_keeps_failures_as_evaluations_and_leaves_restricted_points_out(tmp_path) -> None:
+    import json
+
+    from search.trial import TrialStatus
+
+    def result(x: int, y: int, invalidity: str, runtimes: list[float]) -> dict:
+        return {"configuration": {"x": x, "y": y}, "invalidity": invalidity, "times": {"runtimes": runtimes}}
+
+    path = tmp_path / "tiny_T4.json"
+    path.write_text(json.dumps({"results": [
+        result(1, 1, "correct", [2.0, 3.0, 4.0]), result(1, 2, "correct", [1.5]), result(2, 1, "timeout", []),
+        result(2, 2, "correctness", [1.0]), result(3, 1, "constraints", []), result(3, 2, "compile", [])]}))
+    replay = _bench().load(path)
+    assert set(replay.times) == {(1, 1), (1, 2), (2, 1), (2, 2), (3, 2)}  # (3, 1) breaks a restriction
+    assert replay.params == {"x": (1, 2, 3), "y": (1, 2)} and replay.optimum == 1.5
+    assert replay.times[(1, 1)] == 3.0 and replay.times[(2, 2)] is None  # a wrong result's time is no time
+    measure = replay.objective()
+    assert measure({"x": 2, "y": 1}).status is TrialStatus.TIMEOUT
+    assert measure({"x": 2, "y": 2}).status is TrialStatus.WRONG_RESULT
+    assert not replay.space().is_valid({"x": 3, "y": 1}) and replay.space().is_valid({"x": 3, "y": 2})
+    path.write_text(json.dumps({"results": [result(1, 1, "constraints", []), result(1, 2, "compile", [])]}))
+    with pytest.raises(ValueError, match="no configuration ran"):
+        _bench().load(path)
