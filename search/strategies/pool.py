@@ -18,6 +18,12 @@ from compiler.space import Kind, Param, Space
 
 #: Valid points sampled as candidates when a space is too large to enumerate.
 POOL_SAMPLE = 4096
+#: Random draws per point of ``POOL_SAMPLE`` the sampling may spend before it settles for fewer. A space
+#: whose valid points are few and scattered needs many: at a fiftieth of this, a synthetic space of
+#: 2,359,296 combinations with 4,734 valid ones scattered at random yielded 410 candidates and the search
+#: ended at 0.59-0.80 of the optimum; at this, 1.000 (``bench/large_space.py --sizes ... --keep 0.002``).
+#: The sampling stops as soon as it has ``POOL_SAMPLE`` points, so only such sparse spaces pay for it.
+DRAWS_PER_POINT = 500
 
 
 def _alignment(value: int) -> int:
@@ -116,7 +122,7 @@ class Pool:
             return cls(space, space.valid_values(), scale)
         sample: list[dict[str, Any]] = []
         seen: set[tuple[int, ...]] = set()
-        for _ in range(POOL_SAMPLE * 50):
+        for _ in range(POOL_SAMPLE * DRAWS_PER_POINT):
             values = space.random_values(rng)
             key = space.key(values)
             if key not in seen and space.is_valid(values):

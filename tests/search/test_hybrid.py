@@ -3,6 +3,7 @@ the same trials for the same seed, on enumerable spaces and on sampled ones."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -152,6 +153,23 @@ def test_a_large_space_scores_a_capped_sample_that_keeps_the_best_surroundings(m
     runs = [[dict(t.values) for t in search(space, Recording(space), Hybrid(), Budget(trials=25), seed=4).trials]
             for _ in range(2)]
     assert runs[0] == runs[1] and len({space.key(v) for v in runs[0]}) == 25
+
+
+def test_a_sampled_space_with_few_scattered_valid_points_is_pooled_nearly_whole(monkeypatch) -> None:
+    """Past the enumeration cap, sampling draws until it has ``POOL_SAMPLE`` points or has spent
+    ``DRAWS_PER_POINT`` draws per point of it: 60 valid points scattered among 10,000 combinations,
+    sampled for 64, are nearly all found (at a fiftieth of the draws about a quarter were)."""
+    from search.strategies import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "POOL_SAMPLE", 64)
+    digits = tuple(range(10))
+    scattered = set(random.Random(3).sample(list(itertools.product(digits, repeat=4)), 60))
+    space = Space(template="scattered", params=tuple(Param(name, digits) for name in "abcd"),
+                  make=lambda v: (v["a"], v["b"], v["c"], v["d"]),
+                  constraints=(Constraint("one of 60", lambda point: point in scattered),), max_size=1000)
+    assert not space.enumerable
+    pool = Pool.of(space, random.Random(0))
+    assert 55 <= len(pool.values) <= 60 and all(space.is_valid(v) for v in pool.values)
 
 
 def test_pool_rows_are_the_features_of_their_points() -> None:
