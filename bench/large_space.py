@@ -16,31 +16,20 @@ Usage: ``python bench/large_space.py [--sizes 16,8,8,6,6,4,4,2] [--keep 0.1] [--
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import math
 import random
 import resource
 import sys
 import time
-from pathlib import Path
 
 import optuna
+from strategy_replay import Replay, quality, run_ours
 
 SIZES = (16, 8, 8, 6, 6, 4, 4, 2)
 
 
-def _replay_module():
-    path = Path(__file__).resolve().parent / "strategy_replay.py"
-    spec = importlib.util.spec_from_file_location("strategy_replay", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def synthetic(replay: object, keep: float, sizes: tuple[int, ...] = SIZES, seed: int = 1):
+def synthetic(keep: float, sizes: tuple[int, ...] = SIZES, seed: int = 1) -> Replay:
     """The replay of a seeded space: ``keep`` of the combinations valid, times smooth plus noise."""
     rng = random.Random(seed)
     params = {f"p{i}": tuple(range(n)) for i, n in enumerate(sizes)}
@@ -50,7 +39,7 @@ def synthetic(replay: object, keep: float, sizes: tuple[int, ...] = SIZES, seed:
         if rng.random() < keep:
             smooth = sum(w * math.sin(1.3 * x + i) for i, (w, x) in enumerate(zip(weights, point, strict=True)))
             times[point] = math.exp(smooth + 0.3 * rng.random())
-    return replay.Replay(f"synthetic-{keep}", params, times, dict.fromkeys(times, "correct"))
+    return Replay(f"synthetic-{keep}", params, times, dict.fromkeys(times, "correct"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,18 +60,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"large_space: --sizes must be positive integers, got {args.sizes!r}", file=sys.stderr)
         return 2
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    replay = _replay_module()
-    space = synthetic(replay, args.keep, sizes)
+    space = synthetic(args.keep, sizes)
     sampled = "sampled" if not space.space().enumerable else "enumerated"
     print(f"# {math.prod(sizes):,} combinations ({sampled}), {len(space.times):,} valid; strategy {args.strategy}")
     print("| seed | seconds | quality at 100 | at 200 |")
     print("| ---: | ---: | ---: | ---: |")
     for seed in range(args.seeds):
         start = time.monotonic()
-        evaluated = replay.run_ours(space, args.strategy, seed, 200)
+        evaluated = run_ours(space, args.strategy, seed, 200)
         seconds = time.monotonic() - start
-        print(f"| {seed} | {seconds:.1f} | {replay.quality(space, evaluated, 100):.3f} | "
-              f"{replay.quality(space, evaluated, 200):.3f} |", flush=True)
+        print(f"| {seed} | {seconds:.1f} | {quality(space, evaluated, 100):.3f} | "
+              f"{quality(space, evaluated, 200):.3f} |", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     print(f"# peak resident memory {peak:.2f} GiB")
     return 0

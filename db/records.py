@@ -74,8 +74,8 @@ class KernelResult:
     trials_used: int
     binary: bytes | None = None
     gflops: float | None = None
-    #: The spread of the measurement ``latency_us`` is the median of (20th and 80th percentiles), and
-    #: the bandwidth it implies; None where they were not recorded (kernels stored before they were).
+    #: The 20th and 80th percentiles of the measurement whose median is ``latency_us``, and the bandwidth
+    #: that median implies; None where they were not recorded (kernels stored before they were).
     latency_p20_us: float | None = None
     latency_p80_us: float | None = None
     gbs: float | None = None

@@ -19,7 +19,7 @@ from compiler.space import Kind, Param, Space
 #: Valid points sampled as candidates when a space is too large to enumerate.
 POOL_SAMPLE = 4096
 #: Random draws per point of ``POOL_SAMPLE`` the sampling may spend before it settles for fewer. A space
-#: whose valid points are few and scattered needs many: at a fiftieth of this, a synthetic space of
+#: whose valid points are few and scattered needs many: at a tenth of this, a synthetic space of
 #: 2,359,296 combinations with 4,734 valid ones scattered at random yielded 410 candidates and the search
 #: ended at 0.59-0.80 of the optimum; at this, 1.000 (``bench/large_space.py --sizes ... --keep 0.002``).
 #: The sampling stops as soon as it has ``POOL_SAMPLE`` points, so only such sparse spaces pay for it.
@@ -117,7 +117,8 @@ class Pool:
 
     @classmethod
     def of(cls, space: Space[Any], rng: random.Random, scale: str = "rank") -> Pool:
-        """Every valid point of an enumerable space, else a seeded sample of ``POOL_SAMPLE`` of them."""
+        """Every valid point of an enumerable space, else a seeded sample of ``POOL_SAMPLE`` of them (fewer
+        when ``DRAWS_PER_POINT`` draws for each do not find that many)."""
         if space.enumerable:
             return cls(space, space.valid_values(), scale)
         sample: list[dict[str, Any]] = []

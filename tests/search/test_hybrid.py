@@ -158,7 +158,7 @@ def test_a_large_space_scores_a_capped_sample_that_keeps_the_best_surroundings(m
 def test_a_sampled_space_with_few_scattered_valid_points_is_pooled_nearly_whole(monkeypatch) -> None:
     """Past the enumeration cap, sampling draws until it has ``POOL_SAMPLE`` points or has spent
     ``DRAWS_PER_POINT`` draws per point of it: 60 valid points scattered among 10,000 combinations,
-    sampled for 64, are nearly all found (at a fiftieth of the draws about a quarter were)."""
+    sampled for 64, are nearly all found (with a tenth of the draws, 18 were)."""
     from search.strategies import pool as pool_module
 
     monkeypatch.setattr(pool_module, "POOL_SAMPLE", 64)
