@@ -175,6 +175,13 @@ def measured_peak(target: Target) -> float | None:
     return float(peak()) if callable(peak) else None
 
 
+def measured_bandwidth(target: Target, footprint: int, cold_caches: bool) -> float | None:
+    """GB/s at which the target reads ``footprint`` bytes where it measures it (the cpu, in the process
+    that times), else None (a GPU's comes from its device description)."""
+    bandwidth = getattr(target, "measured_bandwidth_gbs", None)
+    return float(bandwidth(footprint, cold_caches)) if callable(bandwidth) else None
+
+
 def retime(requests: Sequence[MeasureRequest], rounds: int) -> list[Samples]:
     """Time each artifact again, interleaved: ``rounds`` rounds, each timing every artifact once under its
     protocol, so drift in the machine's speed falls on all of them alike. Returns the pooled samples of

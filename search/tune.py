@@ -17,7 +17,11 @@ Measurement protocol (what every figure a tuning reports stands on):
    measuring process check and time them, one by one; the next batch is built after that. On the cpu
    the cores that time are the cores that compile, so none of them compiles while a kernel is timed;
 5. the best three by median are re-timed interleaved (``search.measure.retime``); the reported best is
-   the lowest re-timed median.
+   the lowest re-timed median;
+6. the roofline the best is held against is measured where it was timed, on the cpu: the FP32 peak
+   (register FMAs on every core) and the bandwidth of vector loads over the workload's own footprint
+   (from the caches when it fits them and the protocol leaves them warm, else from memory). A GPU's
+   two roofs come from its device description.
 
 ``search`` knows no database and no web: the Optuna storage and the sink for trial records come from
 the caller (the CLI and the service's workers wire them to ``db``). Several workers (processes,
@@ -49,6 +53,7 @@ from search.measure import (
     MeasureRequest,
     build_candidate,
     measure_candidate,
+    measured_bandwidth,
     measured_peak,
     retime,
 )
@@ -114,6 +119,10 @@ class TuneResult:
     retimed: Mapping[str, float] = field(default_factory=dict)
     #: Whether ``peak_gflops`` was measured on the target (the cpu) or estimated from its description.
     peak_measured: bool = False
+    #: GB/s at which the target moves ``min_bytes`` (the roofline's slope), when known; measured or not
+    #: as ``peak_measured`` says of the peak.
+    bandwidth_gbs: float | None = None
+    bandwidth_measured: bool = False
 
     @property
     def latency_ms(self) -> float:
@@ -131,6 +140,23 @@ class TuneResult:
     def peak_fraction(self) -> float | None:
         """GFLOP/s over the target's compute peak (its roofline's flat part), when the peak is known."""
         return self.gflops / self.peak_gflops if self.peak_gflops else None
+
+    @property
+    def bound(self) -> str | None:
+        """Which roof binds this workload: ``"compute"`` when its flops at the peak take longer than its
+        bytes at the bandwidth, else ``"memory"`` (None unless both roofs are known)."""
+        if not self.peak_gflops or not self.bandwidth_gbs:
+            return None
+        return "compute" if self.flops / self.peak_gflops >= self.min_bytes / self.bandwidth_gbs else "memory"
+
+    @property
+    def roofline_fraction(self) -> float | None:
+        """The roofline's least time for this workload (its flops at the peak or its bytes at the
+        bandwidth, whichever is longer) over the measured median: 1 is as fast as the roofs allow."""
+        if not self.peak_gflops or not self.bandwidth_gbs:
+            return None
+        least_ns = max(self.flops / self.peak_gflops, self.min_bytes / self.bandwidth_gbs)
+        return least_ns / self.samples.median_ns
 
 
 class TuneError(RuntimeError):
@@ -158,6 +184,11 @@ def _quiet_optuna() -> Iterator[None]:
 def _peak(device: object) -> float | None:
     peak = getattr(device, "peak_gflops_f32", None)
     return float(peak) if isinstance(peak, int | float) else None
+
+
+def _bandwidth(device: object) -> float | None:
+    bandwidth = getattr(device, "memory_bandwidth_gbs", None)
+    return float(bandwidth) if isinstance(bandwidth, int | float) and bandwidth > 0 else None
 
 
 @dataclass
@@ -327,6 +358,8 @@ def tune(
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
             peak = _measured_peak(run) if best_key is not None else None
+            footprint = operator.min_bytes(spec)
+            bandwidth = _measured_bandwidth(run, footprint) if best_key is not None else None
         finally:
             run.pool.shutdown(cancel_futures=True)
     if best_key is None or best_samples is None:
@@ -336,6 +369,8 @@ def tune(
         samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
         peak_gflops=peak if peak is not None else _peak(target.device()), trials=tuple(run.trials),
         stopped=found.stopped, study=found.study_name, retimed=retimed, peak_measured=peak is not None,
+        bandwidth_gbs=bandwidth if bandwidth is not None else _bandwidth(target.device()),
+        bandwidth_measured=bandwidth is not None,
     )
 
 
@@ -369,6 +404,16 @@ def _measured_peak(run: _Run) -> float | None:
     """The target's peak, measured in the measuring process (None where the target measures none, or
     the measurement failed: the estimate stands in, and the tuning is not lost)."""
     outcome = run.child.call(measured_peak, run.target, timeout_s=run.timeout_s)
+    if isinstance(outcome, Returned) and isinstance(outcome.value, float) and outcome.value > 0:
+        return outcome.value
+    return None
+
+
+def _measured_bandwidth(run: _Run, footprint: int) -> float | None:
+    """The bandwidth over ``footprint`` bytes, measured in the measuring process (None where the target
+    measures none, or the measurement failed: as for the peak, the tuning is not lost)."""
+    outcome = run.child.call(measured_bandwidth, run.target, footprint, run.protocol.flush_caches,
+                             timeout_s=run.timeout_s)
     if isinstance(outcome, Returned) and isinstance(outcome.value, float) and outcome.value > 0:
         return outcome.value
     return None

@@ -80,6 +80,17 @@ class CpuTarget:
 
         return measured_peak_gflops(self._config(), self.device())
 
+    def measured_bandwidth_gbs(self, footprint: int, cold_caches: bool = False) -> float:
+        """GB/s the cores a launch uses read ``footprint`` bytes at, measured
+        (``compiler.backends.cpu_bandwidth``): call it where kernels are timed. With ``cold_caches``
+        (a protocol that flushes them) the operands come from memory whatever their size, so the probe
+        reads at least the flush buffer's size, past every cache."""
+        from compiler.backends.cpu_bandwidth import measured_bandwidth_gbs
+
+        device = self.device()
+        size = max(footprint, cpu.flush_bytes(device)) if cold_caches else footprint
+        return measured_bandwidth_gbs(self._config(), device, size)
+
     def compile(self, program: Program) -> Artifact | CompileFailure:
         cfg, device = self._config(), self.device()
         launches: list[LaunchBuild] = []

@@ -266,9 +266,35 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
         "latency_p20_ms": result.samples.p20_ns / 1e6, "latency_p80_ms": result.samples.p80_ns / 1e6,
         "gflops": result.gflops, "gbs": result.gbs, "peak_fraction": result.peak_fraction,
         "peak_gflops": result.peak_gflops, "peak_measured": result.peak_measured,
+        "bandwidth_gbs": result.bandwidth_gbs, "bandwidth_measured": result.bandwidth_measured,
+        "roofline_fraction": result.roofline_fraction, "bound": result.bound, "min_bytes": result.min_bytes,
         "trials": len(result.trials), "statuses": counts, "stopped": result.stopped,
         "kernel": {"entry": result.artifact.program.name, "source": program_source(result.artifact)},
     }
+
+
+def _peak_how(report: dict[str, Any]) -> str:
+    # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds).
+    return ("measured: register FMAs on every core" if report.get("peak_measured")
+            else "estimated from the device's description")
+
+
+def _roofline_row(report: dict[str, Any]) -> str:
+    """The fraction of the roofline, and the roof that binds with where its figure comes from."""
+    share = f"{100 * report['roofline_fraction']:.0f}%"
+    if report["bound"] == "compute":
+        return f"{share}: compute-bound, {report['peak_gflops']:.0f} GFLOP/s ({_peak_how(report)})"
+    how = ("measured: vector loads of as many bytes on every core" if report.get("bandwidth_measured")
+           else "estimated from the device's description")
+    return (f"{share}: memory-bound, {report['bandwidth_gbs']:.0f} GB/s over its "
+            f"{_size(report['min_bytes'])} ({how})")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
@@ -286,11 +312,11 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
         table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
     if report.get("gbs") is not None:
         table.add_row("GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)")
-    if report.get("peak_fraction") is not None:
-        # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds).
-        how = ("measured: register FMAs on every core" if report.get("peak_measured")
-               else "estimated: FMA pipes x lanes x 2 x cores x the OS's clock")
-        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s ({how})")
+    if report.get("roofline_fraction") is not None:
+        table.add_row("of roofline", _roofline_row(report))
+    elif report.get("peak_fraction") is not None:
+        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
+                                 f"({_peak_how(report)})")
     table.add_row("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
         if "statuses" in report else ""))

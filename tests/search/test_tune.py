@@ -11,12 +11,12 @@ import optuna
 import pytest
 
 from compiler.backends import get_target
-from compiler.backends.timing import Protocol
+from compiler.backends.timing import Protocol, Samples
 from compiler.ops import get_operator, parse_spec
 from search.isolation import Crashed, Raised, TimedOut
 from search.strategies import Budget
 from search.trial import TrialStatus
-from search.tune import RETIME_BEST, _Run, tune
+from search.tune import RETIME_BEST, TuneResult, _Run, tune
 
 #: Short timings: the tests check the protocol's plumbing, not speed.
 QUICK = Protocol(warmup_ms=1, min_repetitions=3, target_ms=2)
@@ -52,8 +52,37 @@ def test_tune_returns_a_correct_kernel_and_every_trial() -> None:
     assert result.latency_ms > 0 and result.gflops == pytest.approx(2 * 37 * 29 * 53 / (result.latency_ms * 1e6))
     assert _run_artifact(result, spec) < 1e-5
     assert result.values in [t.values for t in result.trials]
-    # The cpu's peak is measured where the kernels were timed, not estimated from the OS's clock.
+    # The cpu's roofs are measured where the kernels were timed, not estimated from the OS's clock.
     assert result.peak_measured and result.peak_gflops is not None and result.peak_gflops > 0
+    assert result.bandwidth_measured and result.bandwidth_gbs is not None and result.bandwidth_gbs > 0
+    assert result.bound in ("compute", "memory") and result.roofline_fraction is not None
+    roof = result.peak_fraction if result.bound == "compute" else result.gbs / result.bandwidth_gbs
+    assert result.roofline_fraction == pytest.approx(roof)
+
+
+def _result(flops: int, min_bytes: int, median_ns: int, peak: float | None, bandwidth: float | None) -> TuneResult:
+    # Only the figures matter to the roofline: the rest is whatever a result holds.
+    return TuneResult(spec={}, target="cpu", values={}, artifact=None, samples=Samples((median_ns,), QUICK),  # type: ignore[arg-type]
+                      flops=flops, min_bytes=min_bytes, peak_gflops=peak, trials=(), stopped="trials", study="s",
+                      bandwidth_gbs=bandwidth)
+
+
+@pytest.mark.parametrize(("flops", "min_bytes", "bound", "fraction"), [
+    # 1 GFLOP at 100 GFLOP/s: 10 ms; 1 GB at 200 GB/s: 5 ms. Compute binds; the kernel took 20 ms.
+    (10**9, 10**9, "compute", 0.5),
+    # 0.1 GFLOP: 1 ms; 4 GB: 20 ms. Memory binds, and the kernel ran at the bandwidth.
+    (10**8, 4 * 10**9, "memory", 1.0),
+])
+def test_the_roofline_is_the_longer_of_the_flops_at_the_peak_and_the_bytes_at_the_bandwidth(
+        flops: int, min_bytes: int, bound: str, fraction: float) -> None:
+    result = _result(flops, min_bytes, 20_000_000, 100.0, 200.0)
+    assert result.bound == bound and result.roofline_fraction == pytest.approx(fraction)
+
+
+def test_without_both_roofs_there_is_no_roofline() -> None:
+    assert _result(10**9, 10**9, 10**7, 100.0, None).roofline_fraction is None
+    assert _result(10**9, 10**9, 10**7, None, 200.0).bound is None
+    assert _result(10**9, 10**9, 10**7, 100.0, None).peak_fraction == pytest.approx(1.0)
 
 
 def test_a_study_resumes_without_measuring_its_points_again(tmp_path: Path) -> None:

@@ -42,6 +42,9 @@ def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.Capture
     assert first["latency_p20_ms"] <= first["latency_ms"] <= first["latency_p80_ms"]
     for field in ("latency_p20_ms", "latency_p80_ms", "gbs"):
         assert second[field] == pytest.approx(first[field]), field
+    # A tuning says where the kernel stands against the roofline measured on the cores that timed it.
+    assert first["bandwidth_measured"] and first["bandwidth_gbs"] > 0 and first["bound"] in ("compute", "memory")
+    assert first["roofline_fraction"] > 0 and first["min_bytes"] == 4 * 2 * (19 * 31 + 31 * 23 + 19 * 23)
     assert main(["tune", "--spec", SPEC, "--target", "cpu", "--database-url", database]) == 0
     shown = capsys.readouterr().out
     assert "│ tuned " in shown and " UTC, served " in shown
@@ -56,6 +59,7 @@ def test_tune_prints_a_table_and_progress(capsys: pytest.CaptureFixture[str], da
     assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "2", "--database-url", database]) == 0
     captured = capsys.readouterr()
     assert "GFLOP/s" in captured.out and "schedule" in captured.out and "cpu: miss" in captured.out
+    assert "of roofline" in captured.out and "-bound, " in captured.out
     assert "trial 2/2" in captured.err
 
 
