@@ -186,9 +186,15 @@ def _peak(device: object) -> float | None:
     return float(peak) if isinstance(peak, int | float) else None
 
 
-def _bandwidth(device: object) -> float | None:
+def _bandwidth(device: object, footprint: int, cold_caches: bool) -> float | None:
+    """The device description's memory bandwidth where it bounds this footprint: with cold caches, or
+    past the L2. A warm footprint that the L2 holds streams faster than that, at a rate no description
+    gives, so there is no figure for it."""
     bandwidth = getattr(device, "memory_bandwidth_gbs", None)
-    return float(bandwidth) if isinstance(bandwidth, int | float) and bandwidth > 0 else None
+    if not isinstance(bandwidth, int | float) or bandwidth <= 0:
+        return None
+    l2 = getattr(device, "l2_bytes", 0)
+    return float(bandwidth) if cold_caches or (isinstance(l2, int) and 0 < l2 < footprint) else None
 
 
 @dataclass
@@ -369,7 +375,8 @@ def tune(
         samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
         peak_gflops=peak if peak is not None else _peak(target.device()), trials=tuple(run.trials),
         stopped=found.stopped, study=found.study_name, retimed=retimed, peak_measured=peak is not None,
-        bandwidth_gbs=bandwidth if bandwidth is not None else _bandwidth(target.device()),
+        bandwidth_gbs=bandwidth if bandwidth is not None else _bandwidth(target.device(), operator.min_bytes(spec),
+                                                                        protocol.flush_caches),
         bandwidth_measured=bandwidth is not None,
     )
 

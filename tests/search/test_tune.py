@@ -12,11 +12,12 @@ import pytest
 
 from compiler.backends import get_target
 from compiler.backends.timing import Protocol, Samples
+from compiler.device import DEVICES
 from compiler.ops import get_operator, parse_spec
 from search.isolation import Crashed, Raised, TimedOut
 from search.strategies import Budget
 from search.trial import TrialStatus
-from search.tune import RETIME_BEST, TuneResult, _Run, tune
+from search.tune import RETIME_BEST, TuneResult, _bandwidth, _Run, tune
 
 #: Short timings: the tests check the protocol's plumbing, not speed.
 QUICK = Protocol(warmup_ms=1, min_repetitions=3, target_ms=2)
@@ -77,6 +78,13 @@ def test_the_roofline_is_the_longer_of_the_flops_at_the_peak_and_the_bytes_at_th
         flops: int, min_bytes: int, bound: str, fraction: float) -> None:
     result = _result(flops, min_bytes, 20_000_000, 100.0, 200.0)
     assert result.bound == bound and result.roofline_fraction == pytest.approx(fraction)
+
+
+def test_a_described_device_s_bandwidth_bounds_only_what_comes_from_its_memory() -> None:
+    h200 = DEVICES["h200"]
+    assert _bandwidth(h200, 2 * h200.l2_bytes, cold_caches=False) == h200.memory_bandwidth_gbs
+    assert _bandwidth(h200, h200.l2_bytes // 2, cold_caches=True) == h200.memory_bandwidth_gbs
+    assert _bandwidth(h200, h200.l2_bytes // 2, cold_caches=False) is None  # the L2 holds it, warm
 
 
 def test_without_both_roofs_there_is_no_roofline() -> None:
