@@ -328,6 +328,7 @@ def tune(
     """
     budget = budget or Budget(trials=50)
     operator = get_operator(spec.op)
+    footprint = operator.min_bytes(spec)
     space: Space[Any] = operator.space(spec, target.device(), level)
     spec_data = spec.model_dump(mode="json")
     started = time.monotonic()
@@ -364,7 +365,6 @@ def tune(
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
             peak = _measured_peak(run) if best_key is not None else None
-            footprint = operator.min_bytes(spec)
             bandwidth = _measured_bandwidth(run, footprint) if best_key is not None else None
         finally:
             run.pool.shutdown(cancel_futures=True)
@@ -372,10 +372,10 @@ def tune(
         raise TuneError(_no_result(run.trials))
     return TuneResult(
         spec=spec_data, target=target.name, values=run.values[best_key], artifact=run.artifacts[best_key],
-        samples=best_samples, flops=operator.flops(spec), min_bytes=operator.min_bytes(spec),
+        samples=best_samples, flops=operator.flops(spec), min_bytes=footprint,
         peak_gflops=peak if peak is not None else _peak(target.device()), trials=tuple(run.trials),
         stopped=found.stopped, study=found.study_name, retimed=retimed, peak_measured=peak is not None,
-        bandwidth_gbs=bandwidth if bandwidth is not None else _bandwidth(target.device(), operator.min_bytes(spec),
+        bandwidth_gbs=bandwidth if bandwidth is not None else _bandwidth(target.device(), footprint,
                                                                         protocol.flush_caches),
         bandwidth_measured=bandwidth is not None,
     )
