@@ -3,17 +3,19 @@
 The export format is one JSON object per line, self-describing and independent of row ids, so a
 cache moves between clusters (and databases)::
 
-    {"format": "warpmap-kernel", "version": 2,
+    {"format": "warpmap-kernel", "version": 3,
      "workload": {"op": ..., "spec": {...}},
      "device": {"name": ..., "arch": ..., "driver": ..., "compute_units": ..., ...},
      "toolchain": {"warpmap": ..., "nvrtc": ..., "host_compiler": ...},
      "kernel": {"schedule": {...}, "source": ..., "binary_b64": ... | null, "entry": ..., "grid": [...],
                 "block": [...], "shared_bytes": ..., "params": [...], "latency_us": ...,
-                "latency_p20_us": ..., "latency_p80_us": ..., "gflops": ..., "gbs": ..., "trials_used": ...,
+                "latency_p20_us": ..., "latency_p80_us": ..., "gflops": ..., "gbs": ..., "peak_gflops": ...,
+                "bandwidth_gbs": ..., "trials_used": ...,
                 "program": {...} | null}}
 
 Version 2 added the measurement's spread and bandwidth (``latency_p20_us``, ``latency_p80_us``,
-``gbs``); a version 1 export still imports, without them.
+``gbs``), version 3 the roofs of the tuning (``peak_gflops``, ``bandwidth_gbs``); an export of an
+earlier version still imports, without what it lacks.
 
 Import goes through :func:`db.repository.save_kernel`, so an imported kernel replaces a local one
 only when it is faster.
@@ -37,9 +39,9 @@ from db.records import CachedKernel, DeviceInfo, KernelResult, ToolchainInfo, Wo
 from db.repository import kernel_query, save_kernel, to_cached_kernel
 
 EXPORT_FORMAT = "warpmap-kernel"
-EXPORT_VERSION = 2
-#: Versions an import reads: the current one, and 1 (the same fields less the spread and bandwidth).
-IMPORT_VERSIONS = (1, 2)
+EXPORT_VERSION = 3
+#: Versions an import reads: the current one, 2 (less the roofs) and 1 (less the spread and GB/s too).
+IMPORT_VERSIONS = (1, 2, 3)
 
 
 class ImportFormatError(ValueError):

@@ -195,6 +195,9 @@ class Kernel(Base):
     latency_p80_us: Mapped[float | None] = mapped_column(Float)
     gflops: Mapped[float | None] = mapped_column(Float)
     gbs: Mapped[float | None] = mapped_column(Float)
+    #: The roofs of the tuning that measured it (FP32 GFLOP/s, GB/s over the footprint); null before 0010.
+    peak_gflops: Mapped[float | None] = mapped_column(Float)
+    bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
     trials_used: Mapped[int] = mapped_column(Integer)
     #: Bytes of source + binary + JSON documents, kept so size accounting is one SUM on any database.
     size_bytes: Mapped[int] = mapped_column(BigInteger)

@@ -79,6 +79,10 @@ class KernelResult:
     latency_p20_us: float | None = None
     latency_p80_us: float | None = None
     gbs: float | None = None
+    #: The roofs of the tuning that measured it: the target's FP32 peak and its bandwidth over this
+    #: workload's footprint, as measured (or described) then; None where not known or not recorded.
+    peak_gflops: float | None = None
+    bandwidth_gbs: float | None = None
     #: The whole program when it has more than the one launch the fields above describe: ``{"target",
     #: "arguments", "workspaces", "launches": [{"entry", "source", "grid", "block", "shared_bytes",
     #: "params", "bindings"}, ...]}``, launches in the order they run; ``binary`` then archives each
@@ -94,6 +98,29 @@ class KernelResult:
         if (low is None) != (high is None) or (low is not None and high is not None and not 0 < low <= high):
             raise ValueError(f"kernel {self.entry!r}: latency_p20_us and latency_p80_us must be given together, "
                              f"positive and in order, got {low!r} and {high!r}")
+        for name, roof in (("peak_gflops", self.peak_gflops), ("bandwidth_gbs", self.bandwidth_gbs)):
+            if roof is not None and not roof > 0:
+                raise ValueError(f"kernel {self.entry!r}: {name} must be positive when given, got {roof!r}")
+
+    @property
+    def bound(self) -> str | None:
+        """The roof that binds: ``"compute"`` when the kernel's GFLOP/s are the larger share of the peak
+        than its GB/s of the bandwidth (its flops at the peak take longer than its bytes at the
+        bandwidth), else ``"memory"``; None unless both roofs and both rates are known."""
+        shares = self._shares()
+        return None if shares is None else ("compute" if shares[0] >= shares[1] else "memory")
+
+    @property
+    def roofline_fraction(self) -> float | None:
+        """The roofline's least time for the workload over the measured median: the larger of the
+        peak's share and the bandwidth's share the kernel reached."""
+        shares = self._shares()
+        return None if shares is None else max(shares)
+
+    def _shares(self) -> tuple[float, float] | None:
+        if None in (self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs):
+            return None
+        return (self.gflops or 0.0) / (self.peak_gflops or 1.0), (self.gbs or 0.0) / (self.bandwidth_gbs or 1.0)
 
     def fields(self) -> dict[str, Any]:
         """The plain, JSON-ready fields every stored form shares (the binary excepted)."""
@@ -110,6 +137,8 @@ class KernelResult:
             "latency_p80_us": self.latency_p80_us,
             "gflops": self.gflops,
             "gbs": self.gbs,
+            "peak_gflops": self.peak_gflops,
+            "bandwidth_gbs": self.bandwidth_gbs,
             "trials_used": self.trials_used,
             "program": None if self.program is None else dict(self.program),
         }

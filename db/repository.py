@@ -173,6 +173,8 @@ def to_cached_kernel(row: Any) -> CachedKernel:
         latency_p20_us=kernel.latency_p20_us,
         latency_p80_us=kernel.latency_p80_us,
         gbs=kernel.gbs,
+        peak_gflops=kernel.peak_gflops,
+        bandwidth_gbs=kernel.bandwidth_gbs,
         program=kernel.program,
     )
     return CachedKernel(

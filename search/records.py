@@ -99,11 +99,12 @@ def program_source(artifact: Artifact) -> str:
 
 def tuned_result(result: TuneResult) -> KernelResult:
     """The cache record of a tuning's best: its program, its re-timed median with the 20th and 80th
-    percentiles, GFLOP/s and GB/s, and the trials the tuning spent."""
+    percentiles, GFLOP/s and GB/s, the roofs it was held against, and the trials the tuning spent."""
     samples = result.samples
     return program_result(result.artifact, schedule=dict(result.values), latency_us=samples.median_ns / 1e3,
                           trials_used=len(result.trials), gflops=result.gflops,
-                          latency_p20_us=samples.p20_ns / 1e3, latency_p80_us=samples.p80_ns / 1e3, gbs=result.gbs)
+                          latency_p20_us=samples.p20_ns / 1e3, latency_p80_us=samples.p80_ns / 1e3, gbs=result.gbs,
+                          peak_gflops=result.peak_gflops, bandwidth_gbs=result.bandwidth_gbs)
 
 
 def program_result(
@@ -116,6 +117,8 @@ def program_result(
     latency_p20_us: float | None = None,
     latency_p80_us: float | None = None,
     gbs: float | None = None,
+    peak_gflops: float | None = None,
+    bandwidth_gbs: float | None = None,
 ) -> KernelResult:
     """The cache record of a tuned program: a one-launch program as that kernel (the plain fields), a longer
     one with its whole program document too, as is one launch with workspaces (whose shapes the plain fields
@@ -140,6 +143,8 @@ def program_result(
         latency_p20_us=latency_p20_us,
         latency_p80_us=latency_p80_us,
         gbs=gbs,
+        peak_gflops=peak_gflops,
+        bandwidth_gbs=bandwidth_gbs,
         program=program_document(artifact) if whole else None,
     )
 

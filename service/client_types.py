@@ -90,6 +90,11 @@ class KernelSummary:
     latency_p20_ms: float | None = None
     latency_p80_ms: float | None = None
     gbs: float | None = None
+    #: The roofs of its tuning, the fraction of that roofline reached and the roof that binds.
+    peak_gflops: float | None = None
+    bandwidth_gbs: float | None = None
+    roofline_fraction: float | None = None
+    bound: str | None = None
 
     @classmethod
     def _summary(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +104,9 @@ class KernelSummary:
                 "gflops": data.get("gflops"), "trials_used": int(data.get("trials_used") or 0),
                 "hits": int(data.get("hits") or 0), "created_at": _time(data.get("created_at")),
                 "updated_at": _time(data.get("updated_at")), "latency_p20_ms": _number(data.get("latency_p20_ms")),
-                "latency_p80_ms": _number(data.get("latency_p80_ms")), "gbs": _number(data.get("gbs"))}
+                "latency_p80_ms": _number(data.get("latency_p80_ms")), "gbs": _number(data.get("gbs")),
+                "peak_gflops": _number(data.get("peak_gflops")), "bandwidth_gbs": _number(data.get("bandwidth_gbs")),
+                "roofline_fraction": _number(data.get("roofline_fraction")), "bound": data.get("bound")}
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> KernelSummary:

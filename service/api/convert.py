@@ -35,7 +35,8 @@ def _summary_fields(kernel: CachedKernel) -> dict[str, Any]:
         "target": target_of(kernel.device), "device": device(kernel.device), "toolchain": toolchain(kernel.toolchain),
         "schedule": dict(result.schedule), "latency_ms": result.latency_us / 1e3,
         "latency_p20_ms": _ms(result.latency_p20_us), "latency_p80_ms": _ms(result.latency_p80_us),
-        "gflops": result.gflops, "gbs": result.gbs,
+        "gflops": result.gflops, "gbs": result.gbs, "peak_gflops": result.peak_gflops,
+        "bandwidth_gbs": result.bandwidth_gbs, "roofline_fraction": result.roofline_fraction, "bound": result.bound,
         "trials_used": result.trials_used, "hits": kernel.hits, "created_at": kernel.created_at,
         "updated_at": kernel.updated_at,
     }

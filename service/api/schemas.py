@@ -107,6 +107,12 @@ class KernelSummary(BaseModel):
     latency_p80_ms: float | None = Field(default=None, description="its 80th percentile; null if not recorded")
     gflops: float | None
     gbs: float | None = Field(default=None, description="the operands' least traffic over the median latency")
+    peak_gflops: float | None = Field(default=None, description="the FP32 peak of the roofline it was tuned against")
+    bandwidth_gbs: float | None = Field(
+        default=None, description="the roofline's bandwidth over the workload's footprint, in GB/s")
+    roofline_fraction: float | None = Field(
+        default=None, description="the roofline's least time for the workload over the median latency")
+    bound: Literal["compute", "memory"] | None = Field(default=None, description="the roof that binds")
     trials_used: int
     hits: int
     created_at: datetime

@@ -249,6 +249,10 @@ def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:
         **({"latency_p20_ms": kernel.latency_p20_us / 1e3, "latency_p80_ms": kernel.latency_p80_us / 1e3}
            if kernel.latency_p20_us is not None and kernel.latency_p80_us is not None else {}),
         "gflops": kernel.gflops, "gbs": kernel.gbs, "trials": kernel.trials_used,
+        "peak_gflops": kernel.peak_gflops, "bandwidth_gbs": kernel.bandwidth_gbs,
+        "roofline_fraction": kernel.roofline_fraction, "bound": kernel.bound,
+        # The operands' least traffic, which the stored GB/s and median imply (bytes = GB/s x us x 1e3).
+        **({"min_bytes": round(kernel.gbs * kernel.latency_us * 1e3)} if kernel.gbs is not None else {}),
         # When the stored figure was measured and how often it has been served: a user deciding whether
         # to --force a new tuning (a new driver, a busier machine) needs its age.
         "tuned_at": hit.kernel.updated_at.isoformat(), "hits": hit.kernel.hits,
@@ -274,8 +278,11 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
 
 
 def _peak_how(report: dict[str, Any]) -> str:
-    # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds).
-    return ("measured: register FMAs on every core" if report.get("peak_measured")
+    # Say what the peak is: measured, or an estimate by the clock the OS reports (which boost exceeds);
+    # a cache hit gives the roofs its tuning held it against.
+    if "peak_measured" not in report:
+        return "as its tuning measured it"
+    return ("measured: register FMAs on every core" if report["peak_measured"]
             else "estimated from the device's description")
 
 
@@ -284,10 +291,13 @@ def _roofline_row(report: dict[str, Any]) -> str:
     share = f"{100 * report['roofline_fraction']:.0f}%"
     if report["bound"] == "compute":
         return f"{share}: compute-bound, {report['peak_gflops']:.0f} GFLOP/s ({_peak_how(report)})"
-    how = ("measured: vector loads of as many bytes on every core" if report.get("bandwidth_measured")
-           else "estimated from the device's description")
-    return (f"{share}: memory-bound, {report['bandwidth_gbs']:.0f} GB/s over its "
-            f"{_size(report['min_bytes'])} ({how})")
+    if "bandwidth_measured" not in report:
+        how = "as its tuning measured it"
+    else:
+        how = ("measured: vector loads of as many bytes on every core" if report["bandwidth_measured"]
+               else "estimated from the device's description")
+    footprint = f" over its {_size(report['min_bytes'])}" if "min_bytes" in report else ""
+    return f"{share}: memory-bound, {report['bandwidth_gbs']:.0f} GB/s{footprint} ({how})"
 
 
 def _size(nbytes: int) -> str:

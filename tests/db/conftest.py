@@ -52,6 +52,8 @@ def kernel_result(latency_us: float, *, tag: str = "k", binary: bytes | None = b
         latency_p20_us=0.97 * latency_us,
         latency_p80_us=1.05 * latency_us,
         gbs=80.0,
+        peak_gflops=400.0,
+        bandwidth_gbs=100.0,
     )
 
 

@@ -137,7 +137,8 @@ def test_export_import_round_trip(filled: Engine, new_database: Callable[[], str
         assert (report.read, report.stored, report.kept) == (3, 3, 0)
         copied = {(k.workload.key, k.device.key): k.result for k in list_kernels(session=session)}
     assert copied == originals
-    assert all(r.latency_p20_us is not None and r.gbs == 80.0 for r in copied.values())  # the spread travels
+    # The spread and the roofs travel.
+    assert all(r.latency_p20_us is not None and r.gbs == 80.0 and r.peak_gflops == 400.0 for r in copied.values())
     with session_scope(target) as session:  # importing again keeps what is there
         report = import_jsonl(session=session, stream=io.StringIO(stream.getvalue()))
     assert (report.stored, report.kept) == (0, 3)
@@ -156,11 +157,15 @@ def test_import_keeps_faster_local_entries(filled: Engine, workload, device, too
     assert hit is not None and hit.kernel.result.latency_us == 1.0
 
 
-def test_a_version_1_export_imports_without_the_spread(filled: Engine, new_database: Callable[[], str]) -> None:
+@pytest.mark.parametrize(("version", "lacks"), [
+    (1, ("latency_p20_us", "latency_p80_us", "gbs", "peak_gflops", "bandwidth_gbs")),
+    (2, ("peak_gflops", "bandwidth_gbs")),
+])
+def test_an_earlier_export_imports_without_what_it_lacks(filled: Engine, new_database: Callable[[], str],
+                                                          version: int, lacks: tuple[str, ...]) -> None:
     record = json.loads(_valid_line(filled))
-    assert record["version"] == 2
-    spread = ("latency_p20_us", "latency_p80_us", "gbs")
-    old = {**record, "version": 1, "kernel": {k: v for k, v in record["kernel"].items() if k not in spread}}
+    assert record["version"] == 3
+    old = {**record, "version": version, "kernel": {k: v for k, v in record["kernel"].items() if k not in lacks}}
     target = create_engine_for(new_database())
     try:
         with session_scope(target) as session:
@@ -168,7 +173,9 @@ def test_a_version_1_export_imports_without_the_spread(filled: Engine, new_datab
             (kernel,) = list_kernels(session=session)
         result = kernel.result
         assert result.latency_us == record["kernel"]["latency_us"]
-        assert (result.latency_p20_us, result.latency_p80_us, result.gbs) == (None, None, None)
+        assert all(getattr(result, name) is None for name in lacks) and result.roofline_fraction is None
+        kept = {k: v for k, v in result.fields().items() if k not in lacks and v is not None}
+        assert kept.items() <= {k: v for k, v in record["kernel"].items() if k not in lacks}.items()
     finally:
         target.dispose()
 
@@ -186,7 +193,7 @@ def _valid_line(filled: Engine) -> str:
         (lambda rec: "{not json", "line 2: not JSON"),
         (lambda rec: json.dumps([1, 2]), "line 2: expected a JSON object"),
         (lambda rec: json.dumps({**rec, "version": 99}), "line 2: format 'warpmap-kernel' version 99 is not "
-                                                          "'warpmap-kernel' version 1 or 2"),
+                                                          "'warpmap-kernel' version 1 or 2 or 3"),
         (lambda rec: json.dumps({**rec, "version": True}), "line 2: format 'warpmap-kernel' version True"),
         (
             lambda rec: json.dumps({**rec, "kernel": {**rec["kernel"], "latency_p80_us": 1e-3}}),

@@ -38,7 +38,7 @@ def _columns(url: str, table: str) -> set[str]:
 
 def test_revisions_form_one_chain_ending_at_head() -> None:
     chain = revisions()
-    assert chain == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
+    assert chain == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"]
     assert head_revision() == chain[-1]
 
 

@@ -40,8 +40,10 @@ def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.Capture
     assert datetime.fromisoformat(second["tuned_at"]).tzinfo is not None and second["hits"] >= 1
     # The cache keeps the measurement's spread and bandwidth, not the median alone.
     assert first["latency_p20_ms"] <= first["latency_ms"] <= first["latency_p80_ms"]
-    for field in ("latency_p20_ms", "latency_p80_ms", "gbs"):
+    for field in ("latency_p20_ms", "latency_p80_ms", "gbs", "peak_gflops", "bandwidth_gbs", "roofline_fraction",
+                  "min_bytes"):
         assert second[field] == pytest.approx(first[field]), field
+    assert second["bound"] == first["bound"]
     # A tuning says where the kernel stands against the roofline measured on the cores that timed it.
     assert first["bandwidth_measured"] and first["bandwidth_gbs"] > 0 and first["bound"] in ("compute", "memory")
     assert first["roofline_fraction"] > 0 and first["min_bytes"] == 4 * 2 * (19 * 31 + 31 * 23 + 19 * 23)

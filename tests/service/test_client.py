@@ -56,7 +56,8 @@ def _kernel_json(spec_json: dict[str, Any], kernel_id: int, arch: str) -> dict[s
     toolchain = {"warpmap": "0.1.0", "nvrtc": "none", "host_compiler": "g++", "key": "tc"}
     return {"id": kernel_id, "operator": spec_json, "target": "cpu", "device": device, "toolchain": toolchain,
             "schedule": fields["schedule"], "latency_ms": record.latency_us / 1000, "gflops": record.gflops,
-            "latency_p20_ms": 0.012, "latency_p80_ms": 0.0135, "gbs": record.gbs,
+            "latency_p20_ms": 0.012, "latency_p80_ms": 0.0135, "gbs": record.gbs, "peak_gflops": 400.0,
+            "bandwidth_gbs": 90.0, "roofline_fraction": 0.025, "bound": "memory",
             "trials_used": record.trials_used, "hits": 0, "created_at": NOW, "updated_at": NOW,
             "entry": fields["entry"], "source": fields["source"],
             "binary": base64.b64encode(record.binary or b"").decode(), "grid": fields["grid"],
@@ -236,6 +237,8 @@ def test_kernels_lists_summaries_with_the_filters_sent(kernel_json) -> None:
     assert summary.id == 7 and summary.device.arch == kernel_json["device"]["arch"]
     assert summary.latency_ms == pytest.approx(0.0125) and summary.created_at is not None
     assert (summary.latency_p20_ms, summary.latency_p80_ms, summary.gbs) == (0.012, 0.0135, 2.25)
+    assert (summary.peak_gflops, summary.bandwidth_gbs, summary.roofline_fraction, summary.bound) == (
+        400.0, 90.0, 0.025, "memory")
     params = service.requests[0].url.params
     assert (params["op"], params["dtype"], params["limit"], params["offset"]) == ("matmul", "float32", "10", "0")
     assert "device" not in params

@@ -57,7 +57,8 @@ def kernel_result(latency_us: float = 12.5, *, tag: str = "wm_matmul") -> Kernel
         block=(1, 1, 1), shared_bytes=0,
         params=({"name": "a", "dtype": "float32", "pointer": True}, {"name": "c", "dtype": "float32", "pointer": True}),
         latency_us=latency_us, trials_used=9, binary=b"\x7fELF\x02\x01\x00", gflops=41.5,
-        latency_p20_us=0.96 * latency_us, latency_p80_us=1.08 * latency_us, gbs=7.25)
+        latency_p20_us=0.96 * latency_us, latency_p80_us=1.08 * latency_us, gbs=7.25,
+        peak_gflops=415.0, bandwidth_gbs=58.0)
 
 
 @dataclass

@@ -52,6 +52,9 @@ def test_a_kernel_whole_with_its_binary(api: Any) -> None:
     assert kernel["toolchain"]["key"] == api.toolchain.key and kernel["gflops"] == 41.5 and kernel["program"] is None
     assert (kernel["latency_p20_ms"], kernel["latency_ms"], kernel["latency_p80_ms"], kernel["gbs"]) == (
         pytest.approx(0.012), 0.0125, pytest.approx(0.0135), 7.25)
+    # 41.5 of a 415 GFLOP/s peak is a tenth; 7.25 of 58 GB/s an eighth: memory binds.
+    assert (kernel["peak_gflops"], kernel["bandwidth_gbs"], kernel["bound"]) == (415.0, 58.0, "memory")
+    assert kernel["roofline_fraction"] == pytest.approx(0.125)
     assert api.client.get("/v1/kernels/999999", headers=api.headers("read")).status_code == 404
 
 

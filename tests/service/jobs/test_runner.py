@@ -92,6 +92,8 @@ def test_a_job_runs_to_its_budget_and_files_its_kernel(sqlite_engine: Engine, st
         hit = lookup_kernel(session=session, workload=job.workload, device=job.device, toolchain=job.toolchain,
                             record_hit=False)
     assert hit is not None and hit.exact and hit.kernel.result.trials_used == 4
+    # The kernel is filed with the roofs its tuning measured, so every later answer gives its roofline.
+    assert hit.kernel.result.bound in ("compute", "memory") and (hit.kernel.result.roofline_fraction or 0) > 0
 
 
 def test_a_job_cancelled_before_its_turn_is_skipped(sqlite_engine: Engine, storage, cpu: Target,
