@@ -20,8 +20,10 @@ Measurement protocol (what every figure a tuning reports stands on):
    the lowest re-timed median;
 6. the roofline the best is held against is measured where it was timed, on the cpu: the FP32 peak
    (register FMAs on every core) and the bandwidth of vector loads over the workload's own footprint
-   (from the caches when it fits them and the protocol leaves them warm, else from memory). A GPU's
-   two roofs come from its device description.
+   (from the caches when it fits them and the protocol leaves them warm, else from memory). On a GPU
+   the bandwidth comes from the device's description where the operands come from its memory; its
+   peak is not described (it depends on the dtype and the units: CUDA cores or tensor cores), so a
+   GPU tuning reports no roofline yet.
 
 ``search`` knows no database and no web: the Optuna storage and the sink for trial records come from
 the caller (the CLI and the service's workers wire them to ``db``). Several workers (processes,
