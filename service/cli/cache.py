@@ -34,7 +34,7 @@ from db.cache import (
 )
 from db.errors import DatabaseError
 from db.migrate import current_revision, head_revision
-from db.records import CachedKernel
+from db.records import CachedKernel, KernelResult
 from db.repository import get_kernel
 from db.session import create_engine_for, session_scope
 from service.cli.db import database_url, describe_revision, shown
@@ -129,13 +129,21 @@ def ls_command(args: argparse.Namespace) -> int:
                 "device": k.device.key,
                 "toolchain": k.toolchain.key,
             }
-            print(json.dumps({**summary, "latency_us": k.result.latency_us, "size_bytes": k.size_bytes}))
+            print(json.dumps({**summary, "latency_us": k.result.latency_us,
+                              "roofline_fraction": k.result.roofline_fraction, "bound": k.result.bound,
+                              "size_bytes": k.size_bytes}))
         return 0
-    print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "HITS", "SIZE", "UPDATED"],
-                [[k.id, k.workload.key, k.device.key, f"{k.result.latency_us:.3f}", k.hits, human_bytes(k.size_bytes),
-                  f"{k.updated_at:%Y-%m-%d %H:%M}"] for k in kernels])
+    print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED"],
+                [[k.id, k.workload.key, k.device.key, f"{k.result.latency_us:.3f}", _roofline(k.result), k.hits,
+                  human_bytes(k.size_bytes), f"{k.updated_at:%Y-%m-%d %H:%M}"] for k in kernels])
     print(f"{len(kernels)} kernel(s)")
     return 0
+
+
+def _roofline(result: KernelResult) -> str:
+    """``14% memory``: the fraction of its tuning's roofline and the roof that binds; ``-`` if not known."""
+    fraction = result.roofline_fraction
+    return "-" if fraction is None else f"{100 * fraction:.0f}% {result.bound}"
 
 
 def _described(kernel: CachedKernel, *, with_source: bool) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def db_url(tmp_path: Path) -> str:
             session=session, workload=MATMUL, device=A100, toolchain=TOOLCHAIN, result=_result(9.0, "mm_old"),
             now=LONG_AGO,
         )  # fmt: skip
-        save_kernel(session=session, workload=SOFTMAX, device=H100, toolchain=TOOLCHAIN, result=_result(2.0, "sm"))
+        # 60 GB/s of a 75 GB/s roof (and 5 of 400 GFLOP/s): 80% of the roofline, memory-bound.
+        softmax = replace(_result(2.0, "sm"), gflops=5.0, gbs=60.0, peak_gflops=400.0, bandwidth_gbs=75.0)
+        save_kernel(session=session, workload=SOFTMAX, device=H100, toolchain=TOOLCHAIN, result=softmax)
     engine.dispose()
     return url
 
@@ -79,12 +82,16 @@ def test_ls_lists_and_filters(db_url: str, capsys: Capture) -> None:
     out = capsys.readouterr().out
     assert "3 kernel(s)" in out and MATMUL.key in out and H100.key in out and A100.key in out
     header, rule, *rows, count = out.splitlines()
-    assert header.split() == ["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "HITS", "SIZE", "UPDATED"]
+    assert header.split() == ["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED"]
     assert set(rule) == {"-", " "} and len(rows) == 3 and count == "3 kernel(s)"
     assert "\x1b" not in out and all(line == line.rstrip() for line in out.splitlines())  # plain in a log
     assert sorted(float(row.split()[3]) for row in rows) == [2.0, 5.0, 9.0]  # the latencies stored above
+    assert sorted(row.split()[4] for row in rows) == ["-", "-", "80%"]  # kernels stored without roofs: "-"
     assert cache(db_url, "ls", "--op", "softmax") == 0
-    assert "1 kernel(s)" in capsys.readouterr().out
+    assert " 80% memory " in capsys.readouterr().out
+    assert cache(db_url, "ls", "--op", "softmax", "--json") == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["bound"] == "memory" and shown["roofline_fraction"] == pytest.approx(0.8)
     assert cache(db_url, "ls", "--device", "a100", "--json") == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line)["device"] == A100.key
