@@ -118,9 +118,11 @@ class KernelResult:
         return None if shares is None else max(shares)
 
     def _shares(self) -> tuple[float, float] | None:
-        if None in (self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs):
+        """(GFLOP/s over the peak, GB/s over the bandwidth), or None when a figure is missing."""
+        gflops, gbs, peak, bandwidth = self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs
+        if gflops is None or gbs is None or peak is None or bandwidth is None:
             return None
-        return (self.gflops or 0.0) / (self.peak_gflops or 1.0), (self.gbs or 0.0) / (self.bandwidth_gbs or 1.0)
+        return gflops / peak, gbs / bandwidth
 
     def fields(self) -> dict[str, Any]:
         """The plain, JSON-ready fields every stored form shares (the binary excepted)."""
