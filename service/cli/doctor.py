@@ -2,8 +2,10 @@
 
 The pieces first (NVRTC, headers, compilers, CPU, GPUs), then one row per target of
 ``compiler.backends.TARGETS``: whether it can run programs here, and why not. ``--peak`` adds the host's
-FP32 peak measured by a kernel of register FMAs on the cores a launch uses (a second or two), beside the
-estimate from the clock the OS reports, which boost passes (``compiler.backends.cpu_peak``).
+roofs, measured on the cores a launch uses (a few seconds): the FP32 peak by a kernel of register FMAs,
+beside the estimate from the clock the OS reports, which boost passes (``compiler.backends.cpu_peak``),
+and the bandwidth from memory by vector loads of a buffer larger than the caches
+(``compiler.backends.cpu_bandwidth``).
 
 Exits 0 when every piece a run needs is there, GPU or not (no GPU is a normal state: the ``cpu`` and
 ``emu`` targets need none); exits 1 when NVRTC is unusable, the CUDA headers are missing or the
@@ -37,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
     report = detect_toolchain()
     targets = target_states()
     peak = measure_peak(targets.get("cpu", "no cpu target")) if args.peak else None
+    bandwidth = measure_bandwidth(targets.get("cpu", "no cpu target")) if args.peak else None
     if args.json:
-        print(json.dumps(report_json(report, targets, peak), indent=2))
+        print(json.dumps(report_json(report, targets, peak, bandwidth), indent=2))
     else:
-        table.print_table(HEADER, report_rows(report, targets, peak))
+        table.print_table(HEADER, report_rows(report, targets, peak, bandwidth))
     return exit_status(report)
 
 
@@ -52,6 +55,29 @@ def measure_peak(cpu_reason: str | None) -> float | str:
         return get_target("cpu").measured_peak_gflops()
     except RuntimeError as error:  # the FMA kernel did not build, or was optimised away
         return str(error)
+
+
+def measure_bandwidth(cpu_reason: str | None) -> float | str:
+    """The cpu target's bandwidth from memory in GB/s, measured, or why it could not be."""
+    if cpu_reason is not None:
+        return f"the cpu target cannot run here: {cpu_reason}"
+    try:
+        # Cold caches: the probe reads at least twice the last-level cache, so the bytes come from memory.
+        return get_target("cpu").measured_bandwidth_gbs(1, cold_caches=True)
+    except RuntimeError as error:  # the streaming kernel did not build, or skipped its loads
+        return str(error)
+
+
+def bandwidth_row(bandwidth: float | str, runnable: bool = True) -> Row:
+    """The ``CPU memory`` row: the measured bandwidth from memory, or why nothing was measured (``missing``
+    and ``FAIL`` as for :func:`peak_row`).
+
+    >>> bandwidth_row(35.4)
+    ('CPU memory', 'ok', '35.4 GB/s read from memory, measured by vector loads on every core')
+    """
+    if isinstance(bandwidth, str):
+        return ("CPU memory", "FAIL" if runnable else "missing", bandwidth)
+    return ("CPU memory", "ok", f"{bandwidth:.1f} GB/s read from memory, measured by vector loads on every core")
 
 
 def peak_row(peak: float | str, cpu: CpuDevice | None, runnable: bool = True) -> Row:
@@ -96,10 +122,10 @@ def exit_status(report: ToolchainReport) -> int:
 
 
 def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | None = None,
-                peak: float | str | None = None) -> list[Row]:
+                peak: float | str | None = None, bandwidth: float | str | None = None) -> list[Row]:
     """(component, state, detail) rows; state is ``ok``, ``missing``, ``none`` or ``FAIL``; the measured
-    ``peak`` (see :func:`measure_peak`) after the CPU's row when given; the rows of ``targets`` (see
-    :func:`target_states`) last."""
+    ``peak`` and ``bandwidth`` (see :func:`measure_peak`, :func:`measure_bandwidth`) after the CPU's row
+    when given; the rows of ``targets`` (see :func:`target_states`) last."""
     nvrtc, headers, host, gpu = report.nvrtc, report.headers, report.host_compiler, report.gpu
     rows: list[Row] = [("warpmap", "ok", f"{report.warpmap_version} (Python {report.python})")]
     if nvrtc.usable:
@@ -120,8 +146,11 @@ def report_rows(report: ToolchainReport, targets: Mapping[str, str | None] | Non
     rows.append(("emulator", "FAIL" if report.emulator_problem else "ok",
                  report.emulator_problem or "its C and C++ compilers are GCC 12 or later"))
     rows.append(("CPU", "ok", cpu_detail(report.cpu)) if report.cpu else ("CPU", "none", "not probed"))
+    runnable = (targets or {}).get("cpu", "absent") is None
     if peak is not None:
-        rows.append(peak_row(peak, report.cpu, runnable=(targets or {}).get("cpu", "absent") is None))
+        rows.append(peak_row(peak, report.cpu, runnable=runnable))
+    if bandwidth is not None:
+        rows.append(bandwidth_row(bandwidth, runnable=runnable))
     if not gpu.found:
         rows.append(("GPU", "none", gpu.reason or "no device"))
     for device in gpu.devices:
@@ -155,10 +184,11 @@ HEADER = ("component", "state", "detail")
 
 
 def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | None = None,
-                peak: float | str | None = None) -> dict[str, Any]:
+                peak: float | str | None = None, bandwidth: float | str | None = None) -> dict[str, Any]:
     """The report as JSON-ready data: every field, paths as strings, plus ``gpu.found``, the CPU's figures
-    and, when given, ``targets`` (each target's ``available`` and ``reason``) and the measured ``peak``
-    (``measured_peak``: ``gflops_f32``, or null and the ``reason``)."""
+    and, when given, ``targets`` (each target's ``available`` and ``reason``), the measured ``peak``
+    (``measured_peak``: ``gflops_f32``, or null and the ``reason``) and ``bandwidth``
+    (``measured_bandwidth``: ``gbs`` from memory, or null and the ``reason``)."""
     data = _plain(dataclasses.asdict(report))
     if targets is not None:
         data["targets"] = {name: {"available": reason is None, "reason": reason} for name, reason in targets.items()}
@@ -172,6 +202,10 @@ def report_json(report: ToolchainReport, targets: Mapping[str, str | None] | Non
     if peak is not None:
         measured = not isinstance(peak, str)
         data["measured_peak"] = {"gflops_f32": peak if measured else None, "reason": None if measured else peak}
+    if bandwidth is not None:
+        measured = not isinstance(bandwidth, str)
+        data["measured_bandwidth"] = {"gbs": bandwidth if measured else None,
+                                      "reason": None if measured else bandwidth}
     return data
 
 

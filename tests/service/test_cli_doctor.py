@@ -248,6 +248,22 @@ def test_the_measured_peak_sits_after_the_cpu_row_beside_the_estimate() -> None:
     assert doctor.measure_peak("no host C++ compiler") == "the cpu target cannot run here: no host C++ compiler"
 
 
+def test_the_measured_bandwidth_follows_the_peak() -> None:
+    rows = doctor.report_rows(report(), {"cpu": None}, peak=301.4, bandwidth=35.44)
+    names = [name for name, _, _ in rows]
+    assert names[names.index("CPU peak") + 1] == "CPU memory"
+    _, state, detail = rows[names.index("CPU memory")]
+    assert state == "ok" and detail.startswith("35.4 GB/s read from memory")
+    unrunnable = doctor.report_rows(report(), {"cpu": "no host C++ compiler"},
+                                    bandwidth=doctor.measure_bandwidth("no host C++ compiler"))
+    assert ("CPU memory", "missing", "the cpu target cannot run here: no host C++ compiler") in unrunnable
+    failed = doctor.report_rows(report(), {"cpu": None}, bandwidth="the bandwidth kernel did not build: no g++")
+    assert ("CPU memory", "FAIL", "the bandwidth kernel did not build: no g++") in failed
+    assert doctor.report_json(report(), bandwidth=35.4)["measured_bandwidth"] == {"gbs": 35.4, "reason": None}
+    assert doctor.report_json(report(), bandwidth="no")["measured_bandwidth"] == {"gbs": None, "reason": "no"}
+    assert "measured_bandwidth" not in doctor.report_json(report(), peak=301.4)
+
+
 def test_doctor_measures_the_peak_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
     from compiler.backends import get_target
 
@@ -259,3 +275,6 @@ def test_doctor_measures_the_peak_on_this_machine(capsys: pytest.CaptureFixture[
     # At least one FMA a cycle on one lane of one core at 100 MHz; the FMA kernel itself is tested with
     # the cpu target (tests/compiler/backends/test_cpu_peak.py).
     assert peak["reason"] is None and peak["gflops_f32"] > 0.2
+    # A byte a second would be a probe that measured nothing; the kernel is tested in test_cpu_bandwidth.py.
+    bandwidth = data["measured_bandwidth"]
+    assert bandwidth["reason"] is None and bandwidth["gbs"] > 1e-9

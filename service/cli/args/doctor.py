@@ -12,6 +12,6 @@ def register(subparsers: Any) -> None:
                                    "C++ compiler); no GPU is a normal state.")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--peak", action="store_true",
-                        help="also measure the host's FP32 peak with a kernel of FMAs on every core (a second "
-                        "or two), beside the estimate from the OS clock")
+                        help="also measure the host's roofs on every core (a few seconds): the FP32 peak with a "
+                        "kernel of FMAs, beside the estimate from the OS clock, and the bandwidth from memory")
     parser.set_defaults(handler="service.cli.doctor:run")
