@@ -58,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ClientError, TuningFailedError, TuningTimeoutError) as exc:
         print(f"tune_over_http: {exc}", file=sys.stderr)
         return 1
+    roofline = ("" if kernel.roofline_fraction is None
+                else f", {kernel.roofline_fraction:.0%} of its roofline ({kernel.bound}-bound)")
     print(f"kernel {kernel.id} ({kernel.entry}) for {kernel.device.name}: {kernel.latency_ms:.4f} ms on the "
-          f"worker after {kernel.trials_used} trials")
+          f"worker after {kernel.trials_used} trials{roofline}")
     error, ours, theirs = check(kernel)
     print(f"relative error against numpy: {error:.2e}")
     print(f"latency here: {ours:.4f} ms (median; numpy's matmul: {theirs:.4f} ms)")
