@@ -45,6 +45,8 @@ _DIGEST_CHARS = 16
 _KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 _DIGEST_RE = re.compile(f"[0-9a-f]{{{_DIGEST_CHARS}}}")
 _TEMP_PREFIX = ".tmp-"
+#: Listings a lookup makes while the entries it lists are superseded under it (see ``_lookup``).
+_LOOKUP_ATTEMPTS = 100
 #: A temporary file older than this belongs to a writer that died; eviction removes it.
 _STALE_TEMP_SECONDS = 3600.0
 
@@ -154,8 +156,12 @@ class DiskCache:
 
     def _lookup(self, key: str) -> tuple[Path, bytes] | None:
         # A writer may supersede the listed payload between listing and reading; the newer one was
-        # published before the older one was removed, so listing again finds it.
-        for _ in range(3):
+        # published before the older one was removed, so listing again finds it. A reader descheduled
+        # between listing and reading can lose that race several times in a row while writers keep
+        # replacing the key (three attempts lost it on a loaded 2-core machine with four writers), so
+        # it lists again for as long as entries vanish, up to a bound that only endless rewriting of one
+        # key could reach; a miss then costs a rebuild, never a wrong payload.
+        for _ in range(_LOOKUP_ATTEMPTS):
             vanished = False
             for candidate in sorted(self._candidates(key), key=_mtime_ns, reverse=True):
                 try:

@@ -212,6 +212,24 @@ def test_newer_payload_supersedes_older(tmp_path: Path) -> None:
     assert cache.get("key") == b"new payload"
 
 
+def test_a_lookup_lists_again_for_as_long_as_listed_entries_vanish(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reader descheduled between listing and reading, again and again, while writers supersede the key:
+    # each listing names only a payload that is gone by the time it is read.
+    cache = DiskCache(tmp_path, max_bytes=1 << 20)
+    final = cache.put("k", b"payload")
+    superseded = final.with_name("k." + "0" * 16)
+    listings: list[str] = []
+    real = cache._candidates
+
+    def racing(key: str) -> list[Path]:
+        listings.append(key)
+        return [superseded] if len(listings) <= 10 else real(key)
+
+    monkeypatch.setattr(cache, "_candidates", racing)
+    assert cache.get("k") == b"payload" and len(listings) == 11
+
+
 # -- several processes at once -----------------------------------------------------------------
 
 _KEYS = [f"shared{i}" for i in range(6)]
