@@ -6,7 +6,9 @@ Two tables, one run:
    given footprint on every core) at footprints from the first-level cache to past the last, and the
    FP32 peak (``compiler.backends.cpu_peak``), each measured ``--rounds`` times, the footprints
    interleaved in every round; median and [min, max] of the rounds, and the ridge point (the peak over
-   the bandwidth: a kernel needs more FLOP per byte than this to be compute-bound at that footprint).
+   the bandwidth: a kernel needs more FLOP per byte than this to be compute-bound at that footprint),
+   with what each probe took (the first round, which builds what the build cache lacks, then the median
+   of the others): what it adds to a tuning.
 2. Tuned workloads: each tuned on the cpu target by ``search.tune.tune`` (the default strategy,
    ``--trials``), then the tuned artifact and numpy's idiomatic spelling timed in ``--rounds``
    interleaved rounds under one protocol. For each: its footprint (``min_bytes``), the roof that binds
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,8 +35,10 @@ from compiler.backends.cpu_peak import measured_peak_gflops
 from compiler.backends.timing import Protocol, measure
 from compiler.cpu_device import detect_cpu
 from compiler.ops import get_operator, parse_spec
+from compiler.roofline import roofline
 from search.strategies import Budget
 from search.tune import tune
+from service.cli.cache import human_bytes
 from service.cli.table import format_table
 
 FOOTPRINTS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20)
@@ -57,25 +62,35 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} [{min(values):.1f}, {max(values):.1f}]"
 
 
-def _size(nbytes: int) -> str:
-    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-
-
 def hierarchy(rounds: int) -> None:
     config, device = cpu.CpuConfig.default(), detect_cpu()
     rates: dict[int, list[float]] = {size: [] for size in FOOTPRINTS}
+    # What each probe costs a tuning: the first round builds the kernels the build cache lacks.
+    seconds: dict[int | None, list[float]] = {size: [] for size in (None, *FOOTPRINTS)}
     peaks: list[float] = []
     for _ in range(rounds):
+        started = time.perf_counter()
         peaks.append(measured_peak_gflops(config, device))
+        seconds[None].append(time.perf_counter() - started)
         for size in FOOTPRINTS:
+            started = time.perf_counter()
             rates[size].append(measured_bandwidth_gbs(config, device, size))
+            seconds[size].append(time.perf_counter() - started)
     peak = statistics.median(peaks)
-    print(f"FP32 peak, register FMAs on {config.workers} cores: {_spread(peaks)} GFLOP/s ({rounds} rounds)")
-    caches = ", ".join(f"L{c.level} {_size(c.size_bytes)} per {c.shared_cpus} cpu(s)"
+    print(f"FP32 peak, register FMAs on {config.workers} cores: {_spread(peaks)} GFLOP/s ({rounds} rounds; "
+          f"{_cost(seconds[None])})")
+    caches = ", ".join(f"L{c.level} {human_bytes(c.size_bytes)} per {c.shared_cpus} cpu(s)"
                        for c in (device.l1d, device.l2, device.l3) if c is not None)
     print(f"caches: {caches}")
-    table = [[_size(size), _spread(rates[size]), f"{peak / statistics.median(rates[size]):.1f}"] for size in FOOTPRINTS]
-    print(format_table(["footprint", "GB/s median [min, max]", "ridge FLOP/B"], table))
+    table = [[human_bytes(size), _spread(rates[size]), f"{peak / statistics.median(rates[size]):.1f}",
+              _cost(seconds[size])] for size in FOOTPRINTS]
+    print(format_table(["footprint", "GB/s median [min, max]", "ridge FLOP/B", "probe seconds"], table))
+
+
+def _cost(seconds: list[float]) -> str:
+    """The first round's seconds, and the median of the others (builds cached) when there are others."""
+    rest = f", then {statistics.median(seconds[1:]):.2f}" if len(seconds) > 1 else ""
+    return f"{seconds[0]:.2f} s first{rest}"
 
 
 def tuned(rounds: int, trials: int) -> None:
@@ -96,11 +111,13 @@ def tuned(rounds: int, trials: int) -> None:
         mine, numpy_ns = statistics.median(ours), statistics.median(theirs)
         times = [f"{mine / 1e6:.4f}", "n/a", f"{numpy_ns / 1e6:.4f}", "n/a"]
         roof = "n/a (a roof was not measured)"
-        if result.peak_gflops and result.bandwidth_gbs:
-            least_ns = max(result.flops / result.peak_gflops, result.min_bytes / result.bandwidth_gbs)
-            roof = (f"compute: {result.peak_gflops:.0f} GFLOP/s" if result.bound == "compute"
+        if result.roofline is not None:
+            roof = (f"compute: {result.peak_gflops:.0f} GFLOP/s" if result.roofline.bound == "compute"
                     else f"memory: {result.bandwidth_gbs:.0f} GB/s")
-            times[1], times[3] = f"{100 * least_ns / mine:.0f}%", f"{100 * least_ns / numpy_ns:.0f}%"
+            # Each contender's own rates against the tuning's roofs (GFLOP/s = FLOP/ns).
+            for column, ns in ((1, mine), (3, numpy_ns)):
+                place = roofline(result.flops / ns, result.min_bytes / ns, result.peak_gflops, result.bandwidth_gbs)
+                times[column] = f"{100 * place.fraction:.0f}%" if place is not None else "n/a"
         rows.append([name, f"{result.min_bytes / 1e6:.3g} MB", roof, *times])
     print(format_table(["workload", "footprint", "roof", "ours ms", "ours of roofline", "numpy ms",
                         "numpy of roofline"], rows))

@@ -102,28 +102,6 @@ class KernelResult:
             if roof is not None and not roof > 0:
                 raise ValueError(f"kernel {self.entry!r}: {name} must be positive when given, got {roof!r}")
 
-    @property
-    def bound(self) -> str | None:
-        """The roof that binds: ``"compute"`` when the kernel's GFLOP/s are the larger share of the peak
-        than its GB/s of the bandwidth (its flops at the peak take longer than its bytes at the
-        bandwidth), else ``"memory"``; None unless both roofs and both rates are known."""
-        shares = self._shares()
-        return None if shares is None else ("compute" if shares[0] >= shares[1] else "memory")
-
-    @property
-    def roofline_fraction(self) -> float | None:
-        """The roofline's least time for the workload over the measured median: the larger of the
-        peak's share and the bandwidth's share the kernel reached."""
-        shares = self._shares()
-        return None if shares is None else max(shares)
-
-    def _shares(self) -> tuple[float, float] | None:
-        """(GFLOP/s over the peak, GB/s over the bandwidth), or None when a figure is missing."""
-        gflops, gbs, peak, bandwidth = self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs
-        if gflops is None or gbs is None or peak is None or bandwidth is None:
-            return None
-        return gflops / peak, gbs / bandwidth
-
     def fields(self) -> dict[str, Any]:
         """The plain, JSON-ready fields every stored form shares (the binary excepted)."""
         return {

@@ -46,6 +46,7 @@ import optuna
 from compiler.backends import Artifact, Target
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
 from compiler.ops import get_operator
+from compiler.roofline import Roofline, roofline
 from compiler.space import Space
 from search.isolation import Crashed, IsolatedProcess, Raised, Returned, TimedOut
 from search.measure import (
@@ -144,21 +145,20 @@ class TuneResult:
         return self.gflops / self.peak_gflops if self.peak_gflops else None
 
     @property
+    def roofline(self) -> Roofline | None:
+        """Where the best stands against the roofs (``compiler.roofline``); None unless both are known."""
+        return roofline(self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs)
+
+    @property
     def bound(self) -> str | None:
-        """Which roof binds this workload: ``"compute"`` when its flops at the peak take longer than its
-        bytes at the bandwidth, else ``"memory"`` (None unless both roofs are known)."""
-        if not self.peak_gflops or not self.bandwidth_gbs:
-            return None
-        return "compute" if self.flops / self.peak_gflops >= self.min_bytes / self.bandwidth_gbs else "memory"
+        """Which roof binds this workload: ``"compute"`` or ``"memory"`` (None unless both are known)."""
+        return None if self.roofline is None else self.roofline.bound
 
     @property
     def roofline_fraction(self) -> float | None:
-        """The roofline's least time for this workload (its flops at the peak or its bytes at the
-        bandwidth, whichever is longer) over the measured median: 1 is as fast as the roofs allow."""
-        if not self.peak_gflops or not self.bandwidth_gbs:
-            return None
-        least_ns = max(self.flops / self.peak_gflops, self.min_bytes / self.bandwidth_gbs)
-        return least_ns / self.samples.median_ns
+        """The roofline's least time for this workload over the measured median: 1 is as fast as the
+        roofs allow (None unless both are known)."""
+        return None if self.roofline is None else self.roofline.fraction
 
 
 class TuneError(RuntimeError):

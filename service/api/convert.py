@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from compiler.roofline import roofline_fields, stored_roofline
 from db.records import CachedKernel, DeviceInfo, JobRecord, ToolchainInfo, TrialRecord
 from service.api import schemas
 
@@ -36,7 +37,7 @@ def _summary_fields(kernel: CachedKernel) -> dict[str, Any]:
         "schedule": dict(result.schedule), "latency_ms": result.latency_us / 1e3,
         "latency_p20_ms": _ms(result.latency_p20_us), "latency_p80_ms": _ms(result.latency_p80_us),
         "gflops": result.gflops, "gbs": result.gbs, "peak_gflops": result.peak_gflops,
-        "bandwidth_gbs": result.bandwidth_gbs, "roofline_fraction": result.roofline_fraction, "bound": result.bound,
+        "bandwidth_gbs": result.bandwidth_gbs, **roofline_fields(stored_roofline(result)),
         "trials_used": result.trials_used, "hits": kernel.hits, "created_at": kernel.created_at,
         "updated_at": kernel.updated_at,
     }

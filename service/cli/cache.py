@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from sqlalchemy.orm import Session
 
+from compiler.roofline import roofline_fields, stored_roofline
 from db.cache import (
     KernelFilter,
     cache_stats,
@@ -130,7 +131,7 @@ def ls_command(args: argparse.Namespace) -> int:
                 "toolchain": k.toolchain.key,
             }
             print(json.dumps({**summary, "latency_us": k.result.latency_us,
-                              "roofline_fraction": k.result.roofline_fraction, "bound": k.result.bound,
+                              **roofline_fields(stored_roofline(k.result)),
                               "size_bytes": k.size_bytes}))
         return 0
     print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED"],
@@ -142,8 +143,9 @@ def ls_command(args: argparse.Namespace) -> int:
 
 def _roofline(result: KernelResult) -> str:
     """``14% memory``: the fraction of its tuning's roofline and the roof that binds; ``-`` if not known."""
-    fraction = result.roofline_fraction
-    return "-" if fraction is None else f"{100 * fraction:.0f}% {result.bound}"
+    place = stored_roofline(result)
+    return "-" if place is None else f"{100 * place.fraction:.0f}% {place.bound}"
+
 
 
 def _described(kernel: CachedKernel, *, with_source: bool) -> dict[str, Any]:

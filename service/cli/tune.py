@@ -26,6 +26,7 @@ from rich.table import Table
 
 from compiler.backends import Target, get_target
 from compiler.ops import get_operator
+from compiler.roofline import roofline_fields, stored_roofline
 from compiler.space import EmptySpaceError
 from db.jobs import end_job, record_progress, start_job, submit_job
 from db.migrate import current_revision, head_revision, upgrade
@@ -36,6 +37,7 @@ from search.records import cache_identity, program_source, tuned_result
 from search.strategies import Budget, StudyMismatchError
 from search.tune import Progress as TuneProgress
 from search.tune import TuneError, TuneResult, tune
+from service.cli.cache import human_bytes
 from service.cli.check import parse_spec_argument
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
@@ -250,7 +252,7 @@ def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:
            if kernel.latency_p20_us is not None and kernel.latency_p80_us is not None else {}),
         "gflops": kernel.gflops, "gbs": kernel.gbs, "trials": kernel.trials_used,
         "peak_gflops": kernel.peak_gflops, "bandwidth_gbs": kernel.bandwidth_gbs,
-        "roofline_fraction": kernel.roofline_fraction, "bound": kernel.bound,
+        **roofline_fields(stored_roofline(kernel)),
         # The operands' least traffic, which the stored GB/s and median imply (bytes = GB/s x us x 1e3).
         **({"min_bytes": round(kernel.gbs * kernel.latency_us * 1e3)} if kernel.gbs is not None else {}),
         # When the stored figure was measured and how often it has been served: a user deciding whether
@@ -296,15 +298,8 @@ def _roofline_row(report: dict[str, Any]) -> str:
     else:
         how = ("measured: vector loads of as many bytes on every core" if report["bandwidth_measured"]
                else "estimated from the device's description")
-    footprint = f" over its {_size(report['min_bytes'])}" if "min_bytes" in report else ""
+    footprint = f" over its {human_bytes(report['min_bytes'])}" if "min_bytes" in report else ""
     return f"{share}: memory-bound, {report['bandwidth_gbs']:.0f} GB/s{footprint} ({how})"
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes} B"
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:

@@ -193,17 +193,6 @@ def test_a_roof_is_positive_when_given(make_result: Make, roof: str, value: floa
         replace(make_result(1.5), **{roof: value})
 
 
-@pytest.mark.parametrize(("gflops", "gbs", "bound", "fraction"), [
-    (300.0, 10.0, "compute", 0.75),  # 300 of a 400 GFLOP/s peak; 10 of 100 GB/s
-    (2.5, 80.0, "memory", 0.8),
-])
-def test_the_roofline_is_the_larger_share_of_a_roof(make_result: Make, gflops: float, gbs: float, bound: str,
-                                                    fraction: float) -> None:
-    result = replace(make_result(1.5), gflops=gflops, gbs=gbs, peak_gflops=400.0, bandwidth_gbs=100.0)
-    assert result.bound == bound and result.roofline_fraction == pytest.approx(fraction)
-    assert replace(result, bandwidth_gbs=None).roofline_fraction is None and replace(result, gbs=None).bound is None
-
-
 def test_kernel_from_compiler_hand_off(engine: Engine, workload, device, toolchain) -> None:
     source = KernelSource(
         entry="mm_64x64",

@@ -26,11 +26,12 @@ def test_the_roofs_table_has_a_rate_and_a_ridge_per_footprint(bench, capsys: pyt
     bench.main(["--only", "hierarchy", "--rounds", "1"])
     out = capsys.readouterr().out
     assert "FP32 peak, register FMAs on" in out
-    rows = [line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == len(bench.FOOTPRINTS)
     for row in rows:
-        rate, ridge = float(row[2]), float(row[-1])
-        assert rate > 0 and ridge > 0
+        # "16.0 KiB  381.3 [381.3, 381.3]  1.2  0.48 s first": size, rate, [min, max], ridge, seconds.
+        rate, ridge, seconds = float(row[2]), float(row[5]), float(row[6])
+        assert rate > 0 and ridge > 0 and seconds > 0 and row[7:9] == ["s", "first"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [(["--only", "tuned,speed"], "unknown section(s) speed"),

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from compiler.backends import Target
+from compiler.roofline import stored_roofline
 from db import JobRecord, cancel_job, count_trials, get_job, list_trials, lookup_kernel, session_scope
 from search.measure import compile_workers
 from service.jobs.runner import Outcome, WorkerIdentity, run_job
@@ -93,7 +94,8 @@ def test_a_job_runs_to_its_budget_and_files_its_kernel(sqlite_engine: Engine, st
                             record_hit=False)
     assert hit is not None and hit.exact and hit.kernel.result.trials_used == 4
     # The kernel is filed with the roofs its tuning measured, so every later answer gives its roofline.
-    assert hit.kernel.result.bound in ("compute", "memory") and (hit.kernel.result.roofline_fraction or 0) > 0
+    place = stored_roofline(hit.kernel.result)
+    assert place is not None and place.bound in ("compute", "memory") and place.fraction > 0
 
 
 def test_a_job_cancelled_before_its_turn_is_skipped(sqlite_engine: Engine, storage, cpu: Target,
