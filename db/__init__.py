@@ -39,6 +39,7 @@ from db.jobs import (
     release_job,
     start_job,
     submit_job,
+    submit_unless_tuned,
 )
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.records import (
@@ -124,6 +125,7 @@ __all__ = [
     "start_job",
     "stop_worker",
     "submit_job",
+    "submit_unless_tuned",
     "touch_worker",
     "upgrade",
 ]

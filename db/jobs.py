@@ -15,17 +15,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select, text, update
+from sqlalchemy import Select, delete, select, text, update
 from sqlalchemy.orm import Session
 
 from db.errors import ConflictError, NotFoundError
 from db.models import ACTIVE_JOB_PREDICATE, ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
-from db.records import DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
+from db.records import CacheHit, DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
 from db.repository import (
     device_info,
     ensure_device,
     ensure_toolchain,
     ensure_workload,
+    lookup_kernel,
     toolchain_info,
     upsert_statement,
 )
@@ -122,6 +123,32 @@ def submit_job(
         )
     ).scalar_one()
     return get_job(session=session, job_id=active), inserted is not None
+
+
+def submit_unless_tuned(
+    *,
+    session: Session,
+    workload: WorkloadSpec,
+    device: DeviceInfo,
+    toolchain: ToolchainInfo,
+    **job: Any,
+) -> CacheHit | tuple[JobRecord, bool]:
+    """:func:`submit_job`, unless the key's kernel is in the cache by the time a new job would be made.
+
+    A request that missed the cache a moment before a worker saved the key's kernel and ended its job
+    would otherwise queue the same tuning again. The job is inserted first and the cache read after:
+    a worker saves its kernel before it ends its job, so when no active job blocked the insert, any
+    kernel of a job that just ended was committed before the read, which sees it. The inserted job is
+    then deleted (nothing has seen it: the caller dispatches only what this returns).
+    """
+    submitted, created = submit_job(session=session, workload=workload, device=device, toolchain=toolchain, **job)
+    if not created:
+        return submitted, created
+    hit = lookup_kernel(session=session, workload=workload, device=device, toolchain=toolchain, record_hit=False)
+    if hit is None:
+        return submitted, created
+    session.execute(delete(Job).where(Job.id == submitted.id))
+    return hit
 
 
 def list_jobs(*, session: Session, status: str | None = None, limit: int = 100) -> list[JobRecord]:

@@ -21,7 +21,11 @@ from db import (
     session_scope,
     start_job,
     submit_job,
+    submit_unless_tuned,
 )
+from db.records import CacheHit
+from db.repository import save_kernel
+from tests.db.conftest import kernel_result
 
 
 @pytest.fixture
@@ -118,3 +122,27 @@ def test_trials_are_stored_in_order_with_all_fields(engine: Engine, job_id: int)
 def test_unknown_trial_status_is_rejected() -> None:
     with pytest.raises(ValueError, match="'great'"):
         TrialResult(number=0, params={}, status="great")
+
+
+def test_a_key_tuned_meanwhile_is_answered_with_its_kernel_and_no_job(engine: Engine, workload, device,
+                                                                      toolchain) -> None:
+    job = {"strategy": "tpe", "budget": {"trials": 8}}
+    with session_scope(engine) as session:
+        first, created = submit_unless_tuned(session=session, workload=workload, device=device, toolchain=toolchain,
+                                             **job)
+        joined = submit_unless_tuned(session=session, workload=workload, device=device, toolchain=toolchain, **job)
+        assert created and joined == (first, False)
+        # Its worker saves the kernel, then ends the job: a later submission finds the kernel, not a new job.
+        start_job(session=session, job_id=first.id, worker="w")
+        save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
+                    result=kernel_result(12.5))
+        joined = submit_unless_tuned(session=session, workload=workload, device=device, toolchain=toolchain, **job)
+        assert isinstance(joined, tuple) and joined[0].id == first.id and not joined[1]
+        end_job(session=session, job_id=first.id, status="succeeded")
+    with session_scope(engine) as session:
+        answer = submit_unless_tuned(session=session, workload=workload, device=device, toolchain=toolchain, **job)
+    assert isinstance(answer, CacheHit) and answer.kernel.result.latency_us == 12.5
+    with session_scope(engine) as session:
+        assert [j.id for j in list_jobs(session=session)] == [first.id]
+        again, created = submit_job(session=session, workload=workload, device=device, toolchain=toolchain, **job)
+    assert created and again.id != first.id  # a plain submission still queues a new tuning (--force)

@@ -2,7 +2,8 @@
 
 ``POST`` answers from the cache when it can (200, ``"cache": "hit"``), else submits a job (202): an
 identical request while one is queued or running joins it (``db.submit_job`` keeps one active job
-per cache key), and only a new job is handed to the dispatcher. ``?wait=SECONDS`` then reads the job
+per cache key), one that missed the cache just before a worker saved the kernel is answered with it
+(``db.submit_unless_tuned``), and only a new job is handed to the dispatcher. ``?wait=SECONDS`` then reads the job
 row every ``api_wait_poll_s`` (in the thread pool: the event loop never blocks) until it ends or the
 wait does; a job that succeeded is answered with its kernel (200, ``"cache": "miss"``).
 """
@@ -16,9 +17,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request, Response
 
-from db import cancel_job, count_trials, get_job, list_trials, lookup_kernel, submit_job
+from db import cancel_job, count_trials, get_job, list_trials, lookup_kernel, submit_unless_tuned
 from db.models import ACTIVE_JOB_STATUSES
-from db.records import JobRecord, WorkloadSpec
+from db.records import CacheHit, JobRecord, WorkloadSpec
 from service.api import convert, schemas
 from service.api.auth import ReadKey, State, TuneKey
 from service.api.errors import documented
@@ -90,11 +91,16 @@ async def create_tuning(
     if hit is not None:
         state.metrics.hits.labels("tunings").inc()
         return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
-    state.metrics.misses.labels("tunings").inc()
     options = {"level": body.level, "seed": body.seed, "timeout_s": settings.api_trial_timeout_s}
-    job, created = await state.write(
-        submit_job, workload=workload, device=worker.device, toolchain=worker.toolchain, strategy=body.strategy,
-        budget=budget, target=target, queue=worker.queue, options=options)
+    submitted = await state.write(
+        submit_unless_tuned, workload=workload, device=worker.device, toolchain=worker.toolchain,
+        strategy=body.strategy, budget=budget, target=target, queue=worker.queue, options=options)
+    if isinstance(submitted, CacheHit):  # a worker saved the kernel since the lookup above
+        state.uses.hit(submitted.kernel.id)
+        state.metrics.hits.labels("tunings").inc()
+        return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(submitted.kernel, submitted.exact), tuning=None)
+    job, created = submitted
+    state.metrics.misses.labels("tunings").inc()
     if created:
         try:
             await state.call(state.dispatcher.enqueue, job)

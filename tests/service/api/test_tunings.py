@@ -9,6 +9,7 @@ from typing import Any
 from db.jobs import end_job, list_jobs, record_progress, start_job
 from db.records import TrialResult
 from db.repository import get_kernel, record_trial, save_kernel
+from service.api.state import ApiState
 
 
 def test_a_cached_kernel_is_answered_at_once(api: Any) -> None:
@@ -79,7 +80,7 @@ def test_wait_returns_the_kernel_when_the_job_succeeds_in_time(api: Any) -> None
     first = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers())
     job_id = first.json()["tuning"]["id"]
     # The worker ends the job a second after the waiting request is sent: 0.3 s was once too short on
-    # a loaded 2-core machine, where the job ended before the request arrived and it made a new job.
+    # a loaded 2-core machine, where the job ended before the request arrived (a cache hit, then).
     worker = _play_worker(api, job_id, 1.0)
     start = time.monotonic()
     answer = api.client.post("/v1/tunings?wait=20", json={"operator": api.matmul}, headers=api.headers())
@@ -90,6 +91,19 @@ def test_wait_returns_the_kernel_when_the_job_succeeds_in_time(api: Any) -> None
     assert body["cache"] == "miss" and body["tuning"]["id"] == job_id and body["tuning"]["status"] == "succeeded"
     assert body["kernel"]["id"] == body["tuning"]["kernel_id"] and body["kernel"]["source"].startswith("extern")
     assert 0.2 < elapsed < 10
+
+
+def test_a_request_that_missed_the_cache_as_a_worker_saved_it_gets_the_kernel(api: Any, monkeypatch: Any) -> None:
+    async def missed_by_a_moment(*args: Any, **kwargs: Any) -> None:
+        api.store(api.matmul)  # the worker saves its kernel (and ends its job) just after the lookup
+        return None
+
+    monkeypatch.setattr(ApiState, "cached_lookup", missed_by_a_moment)
+    answer = api.client.post("/v1/tunings", json={"operator": api.matmul, "target": "cpu"}, headers=api.headers())
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["cache"] == "hit" and body["tuning"] is None and body["kernel"]["latency_ms"] == 12.5e-3
+    assert api.dispatcher.enqueued == [] and api.db(list_jobs) == []
 
 
 def test_wait_ends_with_202_when_the_job_is_still_running(api: Any) -> None:
