@@ -16,10 +16,13 @@ simulation mode, in the same process, when any of them is asked for (``pip insta
 only our strategies need nothing beyond warpmap.
 
 Usage: ``python bench/strategy_replay.py --file F.json.gz [--strategies tpe,random,...]
-[--hybrid switch=10,kernel=switch ...] [--budgets 25,50,100,200] [--seeds 10] [--json]``; ``default``
-is the strategy ``warpmap tune`` uses, ``kt:NAME`` a Kernel Tuner strategy (``kt:all`` for those in
-``KT_DEFAULT``); each ``--hybrid`` adds the ``hybrid`` strategy with those options (``Hybrid``'s
-fields), labelled ``hybrid(options)``, so a measured variant is one command.
+[--hybrid switch=10,kernel=switch ...] [--budgets 25,50,100,200] [--seeds 10] [--warm-from G.json.gz,...]
+[--json]``; ``default`` is the strategy ``warpmap tune`` uses, ``kt:NAME`` a Kernel Tuner strategy
+(``kt:all`` for those in ``KT_DEFAULT``); each ``--hybrid`` adds the ``hybrid`` strategy with those
+options (``Hybrid``'s fields), labelled ``hybrid(options)``, so a measured variant is one command.
+``--warm-from`` plays a tuning cache that holds the same space tuned on other devices: our strategies
+start with the best configuration of each file named (as ``warpmap tune`` starts from
+``db.warm_start_schedules``), and their rows say so; Kernel Tuner's run cold.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,11 +142,19 @@ def quality(replay: Replay, evaluated: list[float | None], budget: int) -> float
     return replay.optimum / min(found) if found else 0.0
 
 
-def run_ours(replay: Replay, strategy: str | Strategy, seed: int, trials: int) -> list[float | None]:
-    """The times of the configurations one of our strategies (a name or a Strategy) evaluated, in order."""
+def run_ours(replay: Replay, strategy: str | Strategy, seed: int, trials: int,
+             first: Sequence[Mapping[str, Any]] = ()) -> list[float | None]:
+    """The times of the configurations one of our strategies (a name or a Strategy) evaluated, in order;
+    ``first`` are evaluated first (a warm start)."""
     chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    result = search(replay.space(), replay.objective(), chosen, Budget(trials=trials), seed=seed)
+    result = search(replay.space(), replay.objective(), chosen, Budget(trials=trials), seed=seed, first=first)
     return [t.value for t in result.trials]
+
+
+def best_values(replay: Replay) -> dict[str, Any]:
+    """The fastest configuration of a replay, by parameter name: what a cache keeps of a finished tuning."""
+    ran = {point: t for point, t in replay.times.items() if t is not None}
+    return dict(zip(replay.params, min(ran, key=ran.__getitem__), strict=True))
 
 
 def hybrid_variant(options: str) -> Hybrid:
@@ -173,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="add the hybrid strategy with these options (repeatable)")
     parser.add_argument("--budgets", default="25,50,100,200")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--warm-from", default="", metavar="F.json.gz,...",
+                        help="start our strategies with the best configuration of each of these files (a cache "
+                             "that holds the same space tuned on other devices)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -181,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("budgets and seeds must be positive")
         variants = [hybrid_variant(options) for options in args.hybrid]
         replay = load(args.file)
+        warm = [best_values(load(Path(f))) for f in args.warm_from.split(",") if f.strip()]
     except (OSError, ValueError, KeyError, IndexError, json.JSONDecodeError) as error:
         print(f"strategy_replay: {error}", file=sys.stderr)
         return 2
@@ -209,13 +224,15 @@ def main(argv: list[str] | None = None) -> int:
                 per_seed.append(runner.run(name[3:], seed, budgets[-1]))
             else:
                 try:
-                    per_seed.append(run_ours(replay, strategy, seed, budgets[-1]))
+                    per_seed.append(run_ours(replay, strategy, seed, budgets[-1], warm))
                 except ValueError as error:
                     print(f"strategy_replay: {error}", file=sys.stderr)
                     return 2
         seconds = (time.monotonic() - started) / args.seeds
         print(f"strategy_replay: {name}: {args.seeds} seeds, {seconds:.1f} s a run", file=sys.stderr, flush=True)
         label = f"default ({DEFAULT})" if name == "default" else name
+        if warm and not name.startswith("kt:"):
+            label += f", warm from {len(warm)} file{'s' if len(warm) != 1 else ''}"
         for budget in budgets:
             qualities = [round(quality(replay, evaluated, budget), 4) for evaluated in per_seed]
             rows.append({"strategy": label, "budget": budget, "median_quality": statistics.median(qualities),

@@ -103,6 +103,11 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 
+def _as_json(choice: Any) -> Any:
+    """A choice as JSON gives it back: tuples as lists."""
+    return [_as_json(c) for c in choice] if isinstance(choice, tuple) else choice
+
+
 def _encode_choice(choice: Any) -> str:
     """A canonical JSON text for a choice Optuna cannot store (tuples and nested tuples)."""
     return json.dumps(choice, sort_keys=True, separators=(",", ":"))
@@ -360,6 +365,21 @@ class Space(Generic[S]):
         if self.default is None or not self.is_valid(self.default):
             return None
         return self.canonical(self.default)
+
+    def restore(self, stored: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The point ``stored`` names after a trip through JSON (a tuple choice comes back as a list) as
+        canonical values, or None when it is not a valid point of this space (another space's schedule)."""
+        values: dict[str, Any] = {}
+        for param in self.params:
+            if param.name not in stored:
+                continue
+            found = [c for c in param.choices if _same(c, stored[param.name]) or _same(_as_json(c), stored[param.name])]
+            if not found:
+                return None
+            values[param.name] = found[0]
+        if not self.is_valid(values):
+            return None
+        return self.canonical(values)
 
     def _check_cap(self) -> None:
         if not self.enumerable:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -311,6 +311,7 @@ def tune(
     compile_workers: int | None = None,
     worker: str | None = None,
     lost_after_s: float | None = None,
+    warm_start: Sequence[Mapping[str, Any]] = (),
 ) -> TuneResult:
     """Find the fastest correct schedule of ``spec`` on ``target`` (see the module docstring).
 
@@ -325,6 +326,10 @@ def tune(
     several processes): each evaluates points no other holds, all stop at the shared trial budget, and a
     trial whose worker has sent no heartbeat for ``lost_after_s`` (default: a minute plus ``timeout_s``)
     is failed and its point re-run once (``search.strategies.workers``). ``worker`` names this one.
+    ``warm_start`` are schedules (parameter values, as the cache keeps them) to measure first, after the
+    template's default: what was best for this workload elsewhere (``db.warm_start_schedules``); those
+    that are not valid points of this space are passed over, and the strategy's own initial design
+    comes on top of them.
     Raises :class:`TuneError` when no candidate was correct. Builds and measurements run in spawned
     processes, so a script calling this guards its entry point with ``if __name__ == "__main__":``.
     """
@@ -363,7 +368,7 @@ def tune(
             found: SearchResult = search(space, None, strategy, budget, storage=storage, study_key=study_key,
                                          seed=seed, on_trial=progressed, should_stop=should_stop,
                                          evaluate=evaluate, batch=workers, worker=worker,
-                                         lost_after_s=lost_after_s or LOST_AFTER_S + timeout_s)
+                                         lost_after_s=lost_after_s or LOST_AFTER_S + timeout_s, first=warm_start)
             _measure_resumed_best(run, found)
             best_key, best_samples, retimed = _retime_best(run)
             peak = _measured_peak(run) if best_key is not None else None

@@ -106,6 +106,9 @@ class History:
     rng: random.Random
     #: A proposer's own state for the length of one search (its pool, its model, its iterator).
     scratch: dict[str, Any] = field(default_factory=dict)
+    #: The points the caller asked to evaluate first (a warm start; not the template's default): a
+    #: strategy's own initial design comes on top of them, so a warm start never narrows its view.
+    given: frozenset[tuple[int, ...]] = frozenset()
 
 
 class Strategy(Protocol):

@@ -19,7 +19,7 @@ import contextlib
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -120,6 +120,7 @@ def run_search(
     worker: str | None = None,
     lost_after_s: float = LOST_AFTER_S,
     heartbeat_s: float = HEARTBEAT_S,
+    first: Sequence[Mapping[str, Any]] = (),
 ) -> SearchResult:
     """Search ``space`` for the point ``objective`` rates lowest, with ``strategy``, within ``budget``.
 
@@ -135,6 +136,10 @@ def run_search(
     ``lost_after_s`` is failed as lost and its point enqueued again; this worker's pending trials send
     a heartbeat every ``heartbeat_s``. When the budget's remaining trials are all being evaluated by
     other workers, this one waits for them (they may be lost) instead of stopping short.
+
+    ``first`` are points to evaluate before the strategy proposes any, after the template's default
+    (schedules that were best elsewhere: a warm start); those that are not valid points of ``space``,
+    or were evaluated already, are passed over.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -146,7 +151,7 @@ def run_search(
     study = open_study(space, key, storage, strategy.sampler(space, seed))
     shared = storage is not None and not isinstance(storage, optuna.storages.InMemoryStorage)
     loop = _Loop(space, study, strategy, budget, random.Random(seed), on_trial,
-                 _Sharing(worker or worker_id(), lost_after_s, heartbeat_s) if shared else None)
+                 _Sharing(worker or worker_id(), lost_after_s, heartbeat_s) if shared else None, first)
     first = True
     while True:
         if not first:  # what other workers did meanwhile (the first read was the loop's own)
@@ -191,7 +196,7 @@ class _Loop:
 
     def __init__(self, space: Space[Any], study: optuna.Study, strategy: Strategy, budget: Budget,
                  rng: random.Random, on_trial: Callable[[TrialRecord], None] | None,
-                 sharing: _Sharing | None) -> None:
+                 sharing: _Sharing | None, first: Sequence[Mapping[str, Any]] = ()) -> None:
         self.space, self.study, self.strategy, self.budget, self.on_trial = space, study, strategy, budget, on_trial
         self.sharing = sharing
         self.invalid_mode = getattr(strategy, "invalid_mode", "constraint")
@@ -214,7 +219,10 @@ class _Loop:
         self.since_gain = 0  # patience counts this call's trials and those other workers add from now on
         self.started = time.monotonic()
         self.in_a_row = 0
-        self.default = space.default_values()
+        #: The template's default, then the caller's points, each evaluated before any proposal.
+        given = [v for v in map(space.restore, first) if v is not None]
+        self.first = [v for v in (space.default_values(), *given) if v is not None]
+        self.history.given = frozenset(space.key(v) for v in given)
 
     def sync(self) -> None:
         """Read the study again: evaluated trials not yet known join the records (resumed, or another
@@ -253,8 +261,9 @@ class _Loop:
         return _stop_reason(self.budget, len(self.records), time.monotonic() - self.started, self.since_gain)
 
     def _propose(self) -> dict[str, Any] | None:
-        if self.default is not None and self.space.key(self.default) not in self.taken:
-            return self.default
+        for values in self.first:
+            if self.space.key(values) not in self.taken:
+                return values
         if self.in_a_row >= MAX_REJECTIONS:
             proposal = untried_point(self.history)
             if proposal is None:

@@ -69,8 +69,13 @@ class Hybrid:
     kernels without shared memory need whole-warp blocks one row high): the model, which has seen
     mostly its slow points, would not go there, a local search from its best point does. For the first
     ``rivals_from`` evaluations every local step stays next to the best, so that a short tuning is
-    spent where the model leads. On a small space the initial design is at most a tenth of its valid points
-    (and at least ``MIN_INITIAL``): ten spread points are a quarter of a 40-point space.
+    spent where the model leads; a warm-started search (points given by the caller, ``History.given``:
+    the best schedules of other devices) has them from its ``rivals_from_warm``-th on, since the given
+    points bring the exploitation a short tuning needs, and a basin that was best elsewhere can be a
+    trap here (A100's convolution, warm-started from five other GPUs: docs/search-strategies.md). The
+    initial design comes on top of the given points. On a small space the initial design is at most a
+    tenth of its valid points (and at least ``MIN_INITIAL``): ten spread points are a quarter of a
+    40-point space.
 
     The defaults are the configuration that measured best on the replayed files at 10 seeds
     (README, "Search strategies"): the others were measured and kept as options, not chosen."""
@@ -91,13 +96,15 @@ class Hybrid:
     rivals: int = 1
     rival_every: int = 2
     rivals_from: int = 100
+    rivals_from_warm: int = 20
 
     def __post_init__(self) -> None:
         for field, value, known in (("kernel", self.kernel, KERNELS), ("fit", self.fit, ("random", "map")),
                                     ("scale", self.scale, ("rank", "log"))):
             if value not in known:
                 raise ValueError(f"unknown {field} {value!r}; known: {', '.join(known)}")
-        for field, count in (("rivals", self.rivals), ("rivals_from", self.rivals_from)):
+        for field, count in (("rivals", self.rivals), ("rivals_from", self.rivals_from),
+                             ("rivals_from_warm", self.rivals_from_warm)):
             if count < 0:
                 raise ValueError(f"{field} must be 0 or more, not {count}")
         if self.rival_every < 2:
@@ -119,7 +126,7 @@ class Hybrid:
         free = pool.free(history.taken)
         if not free.size:
             raise SpaceExhausted
-        initial = self.initial_points(pool)
+        initial = self.initial_points(pool) + sum(history.space.key(r.values) in history.given for r in records)
         if len(records) < initial or not any(r.value is not None for r in records):
             return pool.values[_spread(pool, free, records, history)]
         step = len(records) - initial
@@ -171,7 +178,8 @@ class Hybrid:
             centres = [centres[0]] if turn % 2 == 0 else [others[(turn // 2) % len(others)]]
         else:
             centres = rows[: self.top]
-        if (self.rivals and len(history.records) >= self.rivals_from
+        rivals_from = self.rivals_from_warm if history.given else self.rivals_from
+        if (self.rivals and len(history.records) >= rivals_from
                 and _since_best(history.records) >= self.rivals):
             turn = _next_turn(history, "rival_turn")
             found = _rivals(history.space, ranked)

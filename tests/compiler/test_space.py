@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from compiler.space import Constraint, Param, Space
+from compiler.space import Condition, Constraint, Param, Space
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,21 @@ def test_param_rejects_empty_and_repeated_choices():
         Param("x", ())
     with pytest.raises(ValueError, match="repeated"):
         Param("x", (1, 1))
+
+
+def test_restore_reads_a_schedule_back_from_json_or_refuses_it() -> None:
+    space = Space(
+        template="t",
+        params=(Param("warps", ((2, 2), (4, 1))), Param("flag", (False, True)),
+                Param("unroll", (1, 2), when=Condition("flag", (True,)))),
+        make=lambda v: v,
+        constraints=(Constraint("no 4x1 with flag", lambda v: not (v["warps"] == (4, 1) and v["flag"])),),
+    )
+    assert space.restore({"warps": [2, 2], "flag": True, "unroll": 2, "other": 7}) == {
+        "warps": (2, 2), "flag": True, "unroll": 2}
+    assert space.restore({"warps": [4, 1], "flag": False, "unroll": 2}) == {"warps": (4, 1), "flag": False,
+                                                                           "unroll": 1}
+    assert space.restore({"warps": [4, 1], "flag": True, "unroll": 1}) is None  # breaks the constraint
+    assert space.restore({"warps": [3, 1], "flag": False}) is None  # not a choice
+    assert space.restore({"warps": [2, 2], "flag": 1}) is None  # 1 is not the flag True
+    assert space.restore({"flag": False}) is None  # a parameter missing

@@ -303,9 +303,27 @@ def test_rival_local_steps_wait_for_rivals_from_evaluations() -> None:
     assert (pool.hamming(late[0], best) <= 1).all() and (pool.hamming(late[1], other) <= 1).all()
 
 
+def test_a_warm_started_search_has_rival_steps_from_rivals_from_warm() -> None:
+    """With points given by the caller, rival local steps start at ``rivals_from_warm``, not ``rivals_from``."""
+    space = grid()
+    rival = {**SMOOTH_BEST, "shared": False, "bx": 32}
+    pool = Pool.of(space, random.Random(0))
+    best, other = pool.add(SMOOTH_BEST), pool.add(rival)
+    centres = {}
+    for given in (frozenset(), frozenset({space.key(SMOOTH_BEST)})):
+        history = _history(space, 5)
+        history.given = given
+        for values in (SMOOTH_BEST, rival, {**SMOOTH_BEST, "tx": 4}, {**SMOOTH_BEST, "ty": 1}):
+            _measure(history, values)
+        hybrid = Hybrid(rivals=1, rivals_from=100, rivals_from_warm=4)
+        steps = [hybrid._trust_region(history, pool, pool.free(history.taken)) for _ in range(2)]
+        centres[bool(given)] = [other if (pool.hamming(near, other) <= 1).all() else best for near in steps]
+    assert centres == {False: [best, best], True: [best, other]}
+
+
 @pytest.mark.parametrize("options", [{"kernel": "gp"}, {"fit": "adam"}, {"scale": "linear"},
                                      {"kernel": "switch", "switch": 0}, {"rival_every": 1},
-                                     {"rivals": -1}, {"rivals_from": -1}])
+                                     {"rivals": -1}, {"rivals_from": -1}, {"rivals_from_warm": -1}])
 def test_unknown_options_are_refused_by_name(options):
     with pytest.raises(ValueError, match=list(options)[-1]):
         Hybrid(**options)

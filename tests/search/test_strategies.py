@@ -115,6 +115,44 @@ def test_the_default_schedule_is_measured_first_by_every_strategy():
         assert dict(result.trials[0].values) == {**default, "unroll": 1}, name
 
 
+def test_a_warm_start_is_measured_after_the_default_and_what_does_not_fit_is_passed_over():
+    default = {"bx": 16, "by": 2, "layout": (1, 1), "flag": False}
+    # As the cache gives schedules back from JSON: a tuple choice as a list, extra keys of another template.
+    hints = [{"bx": 64, "by": 2, "layout": [0, 1], "flag": True, "unroll": 4},
+             {"bx": 64, "by": 4, "layout": [0, 1], "flag": False},  # 256 threads: invalid here
+             {"bx": 8, "by": 1, "layout": [1, 0], "flag": False, "unroll": 2, "tile": 3},  # unroll inactive
+             {"bx": 12, "by": 1, "layout": [1, 0], "flag": False},  # bx=12 is not a choice
+             {"bx": 16, "by": 2, "layout": [1, 1], "flag": False},  # the default again
+             {"bx": 64, "by": 2, "layout": [0, 1], "flag": True, "unroll": 4}]  # a repeat
+    for name in sorted(set(STRATEGIES) - {"gp"}):
+        space = synthetic(default)
+        result = search(space, Counting(space), name, Budget(trials=6), seed=1, first=hints)
+        measured = [dict(t.values) for t in result.trials]
+        assert measured[:3] == [{**default, "unroll": 1}, {"bx": 64, "by": 2, "layout": (0, 1), "flag": True,
+                                "unroll": 4}, {"bx": 8, "by": 1, "layout": (1, 0), "flag": False, "unroll": 1}], name
+        assert len({space.key(v) for v in measured}) == 6, name
+
+
+def test_a_warm_start_does_not_shorten_the_hybrids_initial_design(monkeypatch: pytest.MonkeyPatch) -> None:
+    from search.strategies import hybrid
+
+    fitted_at: list[int] = []
+    fit = hybrid._model
+
+    def model(history, *args, **kwargs):  # a spy on the model's first fit
+        fitted_at.append(len(history.records))
+        return fit(history, *args, **kwargs)
+
+    monkeypatch.setattr(hybrid, "_model", model)
+    space = synthetic()
+    search(space, Counting(space), "hybrid", Budget(trials=14), seed=2)
+    cold = fitted_at[0]
+    fitted_at.clear()
+    hints = [{"bx": b, "by": 1, "layout": [0, 1], "flag": False} for b in (8, 16, 24)]
+    search(space, Counting(space), "hybrid", Budget(trials=14), seed=2, first=hints)
+    assert fitted_at[0] == cold + len(hints)  # the model leads only after its whole design, on top of them
+
+
 def test_budgets_stop_on_trials_seconds_and_patience():
     space = synthetic()
     assert len(search(space, Counting(space), "tpe", Budget(trials=7)).trials) == 7

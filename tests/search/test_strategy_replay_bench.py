@@ -59,3 +59,28 @@ def test_a_t4_file_keeps_failures_as_evaluations_and_leaves_restricted_points_ou
     path.write_text(json.dumps({"results": [result(1, 1, "constraints", []), result(1, 2, "compile", [])]}))
     with pytest.raises(ValueError, match="no configuration ran"):
         _bench().load(path)
+
+
+def test_warm_from_starts_our_strategies_at_the_other_files_best(tmp_path, capsys) -> None:
+    import json
+
+    def write(name: str, times: dict[tuple[int, int], float]) -> Path:
+        path = tmp_path / f"{name}_T4.json"
+        path.write_text(json.dumps({"results": [
+            {"configuration": {"x": x, "y": y}, "invalidity": "correct", "times": {"runtimes": [t]}}
+            for (x, y), t in times.items()]}))
+        return path
+
+    grid = [(x, y) for x in range(1, 9) for y in range(1, 9)]
+    here = write("here", {p: 10.0 + p[0] + p[1] for p in grid} | {(7, 3): 1.0})
+    other = write("other", {p: 5.0 + p[0] for p in grid} | {(7, 3): 2.0})
+    bench = _bench()
+    assert bench.best_values(bench.load(other)) == {"x": 7, "y": 3}
+    assert bench.main(["--file", str(here), "--strategies", "default,random", "--budgets", "2", "--seeds", "3",
+                       "--warm-from", str(other), "--json"]) == 0
+    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    # The default schedule (none here), then the other file's best: the optimum, at the first evaluation.
+    assert rows["default (hybrid), warm from 1 file"]["qualities"] == [1.0, 1.0, 1.0]
+    assert rows["random, warm from 1 file"]["qualities"] == [1.0, 1.0, 1.0]
+    assert bench.main(["--file", str(here), "--warm-from", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
