@@ -67,6 +67,7 @@ from db.repository import (
     save_kernel,
 )
 from db.session import create_engine_for, session_scope
+from db.warm import WarmStart, warm_start_schedules
 from db.workers import list_workers, register_worker, stop_worker, touch_worker
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "TrialRecord",
     "TrialResult",
     "UnavailableError",
+    "WarmStart",
     "WorkerRecord",
     "WorkloadSpec",
     "authenticate_api_key",
@@ -128,4 +130,5 @@ __all__ = [
     "submit_unless_tuned",
     "touch_worker",
     "upgrade",
+    "warm_start_schedules",
 ]

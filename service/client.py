@@ -177,12 +177,13 @@ class Client:
 
     def submit(self, spec: Any, *, target: str | None = None, strategy: str | None = None,
                budget: Mapping[str, Any] | None = None, level: int | None = None, seed: int | None = None,
-               wait: float = 0.0) -> tuple[TunedKernel | None, Tuning | None]:
+               warm_start: bool | None = None, wait: float = 0.0) -> tuple[TunedKernel | None, Tuning | None]:
         """``POST /v1/tunings``: (the kernel, if the cache had it or the job finished within ``wait``; the job,
-        when one was started or joined)."""
+        when one was started or joined). ``warm_start=False`` asks for a cold tuning (the service's default
+        starts from the schedules its cache holds for the workload on other devices and nearby shapes)."""
         body: dict[str, Any] = {"operator": _spec(spec)}
         optional = {"target": target, "strategy": strategy, "budget": None if budget is None else dict(budget),
-                    "level": level, "seed": seed}
+                    "level": level, "seed": seed, "warm_start": warm_start}
         body.update({k: v for k, v in optional.items() if v is not None})
         params = {"wait": f"{wait:g}"} if wait > 0 else None
         data = self._json("POST", "/v1/tunings", json=body, params=params, timeout=self.timeout + max(wait, 0.0))
@@ -192,12 +193,13 @@ class Client:
 
     def tune(self, spec: Any, target: str | None = None, strategy: str | None = None,
              budget: Mapping[str, Any] | None = None, level: int | None = None, *, seed: int | None = None,
-             wait: float = 600.0, poll_s: float = 0.5) -> TunedKernel:
+             warm_start: bool | None = None, wait: float = 600.0, poll_s: float = 0.5) -> TunedKernel:
         """The best kernel for ``spec``: from the cache, else by tuning it (waiting up to ``wait`` seconds,
         polling every ``poll_s`` to 10 x ``poll_s``). Raises :class:`TuningFailedError` if the job fails
         or is cancelled, :class:`TuningTimeoutError` if it is still going when the wait ends."""
         started = time.monotonic()
-        request = {"target": target, "strategy": strategy, "budget": budget, "level": level, "seed": seed}
+        request = {"target": target, "strategy": strategy, "budget": budget, "level": level, "seed": seed,
+                   "warm_start": warm_start}
         try:
             kernel, tuning = self.submit(spec, **request, wait=min(wait, MAX_HOLD_S))
         except InvalidRequestError as exc:

@@ -5,6 +5,8 @@ The cache is looked up first (workload, device, toolchain): a hit is printed as 
 and level, so an interrupted tuning resumes where it stopped and never measures a point twice. The
 tuning is a job like the service's (``wm_jobs``, its progress and every trial in ``wm_trials``), so the
 API reports it the same way; a workload that a service or another ``tune`` is tuning now is refused.
+Unless ``--cold``, the tuning first measures what the cache holds for the workload on other devices
+and for the operator's nearby shapes on this one (``db.warm`` says which).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from db.migrate import current_revision, head_revision, upgrade
 from db.records import CacheHit, DeviceInfo, ToolchainInfo, WorkloadSpec
 from db.repository import count_trials, lookup_kernel, record_trial, save_kernel
 from db.session import create_engine_for, session_scope
+from db.warm import WarmStart, warm_start_schedules
 from search.records import cache_identity, program_source, tuned_result
 from search.strategies import Budget, StudyMismatchError
 from search.tune import Progress as TuneProgress
@@ -134,9 +137,13 @@ def run(args: argparse.Namespace) -> int:
             if hit is not None:
                 _print(_from_cache(hit, target.name), args.json)
                 return 0
+        warm: list[WarmStart] = []
+        if not args.cold:
+            with session_scope(engine) as session:
+                warm = warm_start_schedules(session=session, workload=workload, device=device)
         job = _JobRecorder.open(engine, workload, device, toolchain, args, target.name)
         try:
-            result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job)
+            result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job, warm)
         except BaseException as exc:
             job.end("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
             raise
@@ -149,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         job.end("succeeded", None)
     finally:
         engine.dispose()
-    _print(_from_tuning(result), args.json)
+    _print({**_from_tuning(result), "warm_start": len(warm)}, args.json)
     return 0
 
 
@@ -183,7 +190,8 @@ class _JobRecorder:
             job, created = submit_job(session=session, workload=workload, device=device, toolchain=toolchain,
                                       strategy=args.strategy, budget=budget, target=target,
                                       queue=queue_name(target, device),
-                                      options={"level": args.level, "seed": args.seed, "timeout_s": args.timeout})
+                                      options={"level": args.level, "seed": args.seed, "timeout_s": args.timeout,
+                                               "warm_start": not args.cold})
             if not created and not _abandoned(job.worker):
                 raise CliError(f"this workload is being tuned on this device now (job {job.id}, {job.status}"
                                f"{f' on {job.worker}' if job.worker else ''}); wait for it, or cancel it with "
@@ -206,7 +214,7 @@ class _JobRecorder:
 
 
 def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_key: str,
-          job: _JobRecorder) -> TuneResult | None:
+          job: _JobRecorder, warm: list[WarmStart]) -> TuneResult | None:
     import optuna  # here, not above: start-up cost of every other command
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -219,6 +227,8 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
     report, bar = _progress_reporter(args.trials, live)
     print(f"tuning {spec.op} {spec.canonical_json()} on {target.name} ({args.strategy}, up to {args.trials} "
           "trials)", file=sys.stderr, flush=True)
+    if warm:
+        print(f"warm start: {_warm_text(warm)} from the cache, measured first", file=sys.stderr, flush=True)
     try:
         if bar is not None:
             bar.start()
@@ -229,7 +239,7 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
 
         return tune(spec, target, strategy=args.strategy, budget=budget, level=args.level, seed=args.seed,
                     storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=progressed,
-                    sink=job.trial)
+                    sink=job.trial, warm_start=[w.schedule for w in warm])
     except EmptySpaceError as exc:
         raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
     except StudyMismatchError as exc:
@@ -242,6 +252,14 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
         if bar is not None:
             bar.stop()
         storage.engine.dispose()
+
+
+def _warm_text(warm: list[WarmStart]) -> str:
+    """``3 schedules (1 of this workload on another device, 2 of nearby shapes)``."""
+    devices = sum(w.source == "other device" for w in warm)
+    parts = [f"{devices} of this workload on another device" if devices else "",
+             f"{len(warm) - devices} of nearby shapes" if len(warm) > devices else ""]
+    return f"{len(warm)} schedule{'s' if len(warm) > 1 else ''} ({', '.join(p for p in parts if p)})"
 
 
 def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from service.tuning import study_key
 logger = logging.getLogger(__name__)
 
 #: What a job's ``options`` hold when the submitter left a field out.
-DEFAULT_OPTIONS: Mapping[str, Any] = {"level": 2, "seed": 0, "timeout_s": 120.0}
+DEFAULT_OPTIONS: Mapping[str, Any] = {"level": 2, "seed": 0, "timeout_s": 120.0, "warm_start": True}
 
 
 class Outcome(StrEnum):
@@ -151,6 +151,8 @@ def run_job(
         db.touch_worker(session=session, name=worker.name, job_id=job_id)
         # Trials of an earlier attempt stay; this attempt numbers its own after them.
         first_number = count_trials(session=session, job_id=job_id)
+        warm = [w.schedule for w in db.warm_start_schedules(session=session, workload=job.workload, device=job.device)
+                ] if {**DEFAULT_OPTIONS, **dict(job.options)}["warm_start"] else []
 
     def sink(trial: Trial) -> None:
         with session_scope(engine) as session:
@@ -175,7 +177,7 @@ def run_job(
                       seed=int(options["seed"]), storage=storage,
                       study_key=study_key(job.workload, job.device, job.toolchain, int(options["level"])),
                       timeout_s=float(options["timeout_s"]), on_progress=on_progress, sink=sink,
-                      should_stop=should_stop, lost_after_s=None if shared else SOLO_LOST_AFTER_S)
+                      should_stop=should_stop, lost_after_s=None if shared else SOLO_LOST_AFTER_S, warm_start=warm)
     except TuneError as exc:
         return _after_stop(engine, job_id, watch, stopping) or _end(engine, job_id, Outcome.FAILED, str(exc))
     except Exception as exc:

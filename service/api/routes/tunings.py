@@ -91,7 +91,8 @@ async def create_tuning(
     if hit is not None:
         state.metrics.hits.labels("tunings").inc()
         return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
-    options = {"level": body.level, "seed": body.seed, "timeout_s": settings.api_trial_timeout_s}
+    options = {"level": body.level, "seed": body.seed, "timeout_s": settings.api_trial_timeout_s,
+               "warm_start": body.warm_start}
     submitted = await state.write(
         submit_unless_tuned, workload=workload, device=worker.device, toolchain=worker.toolchain,
         strategy=body.strategy, budget=budget, target=target, queue=worker.queue, options=options)

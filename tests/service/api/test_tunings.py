@@ -35,12 +35,20 @@ def test_a_miss_submits_one_job_and_an_identical_request_joins_it(api: Any) -> N
     assert tuning["budget"]["trials"] == 7 and tuning["budget"]["seconds"] == 24 * 3600.0
     assert tuning["queue"] == f"cpu:{api.cpu.arch}" and tuning["device"]["key"] == api.cpu.key
     assert [job.id for job in api.dispatcher.enqueued] == [tuning["id"]]
-    assert api.dispatcher.enqueued[0].options["seed"] == 3
+    assert api.dispatcher.enqueued[0].options["seed"] == 3 and api.dispatcher.enqueued[0].options["warm_start"]
     # The same operator written with its defaults spelled out is the same workload.
     again = api.client.post("/v1/tunings", json={**request, "operator": {**api.matmul, "dtype": "float32", "batch": 1}},
                             headers=api.headers())
     assert again.status_code == 202 and again.json()["tuning"]["id"] == tuning["id"]
     assert len(api.dispatcher.enqueued) == 1
+
+
+def test_a_cold_tuning_is_asked_for_with_warm_start_false(api: Any) -> None:
+    request = {"operator": api.matmul, "target": "cpu", "warm_start": False}
+    assert api.client.post("/v1/tunings", json=request, headers=api.headers()).status_code == 202
+    assert api.dispatcher.enqueued[0].options["warm_start"] is False
+    bad = api.client.post("/v1/tunings", json={**request, "warm_start": "maybe"}, headers=api.headers())
+    assert bad.status_code == 422 and "warm_start" in bad.text
 
 
 def test_concurrent_identical_requests_share_one_job(api: Any) -> None:

@@ -187,3 +187,21 @@ def _busy_ticks(pid: int) -> int | None:
     except OSError:
         return None
     return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_a_job_measures_the_workloads_best_on_another_device_right_after_the_default(
+        sqlite_engine: Engine, storage, cpu: Target, cpu_worker: WorkerIdentity, submit: Callable) -> None:
+    from compiler.ops import get_operator, parse_spec
+    from db import save_kernel
+    from tests.db.conftest import kernel_result
+
+    job = submit(sqlite_engine, SOFTMAX, trials=2)
+    space = get_operator("softmax").space(parse_spec(dict(SOFTMAX)), cpu.device(), 2)
+    chosen = next(v for v in reversed(space.valid_values()) if v != space.default_values())
+    elsewhere = replace(cpu_worker.device, name="another host's cpu")
+    with session_scope(sqlite_engine) as session:
+        save_kernel(session=session, workload=job.workload, device=elsewhere, toolchain=job.toolchain,
+                    result=replace(kernel_result(3.0), schedule=chosen))
+    assert run_job(job.id, engine=sqlite_engine, storage=storage, worker=cpu_worker, target=cpu) is Outcome.SUCCEEDED
+    trials = _trials(sqlite_engine, job.id)
+    assert trials[0].params == space.default_values() and trials[1].params == chosen
