@@ -16,7 +16,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -127,6 +127,7 @@ def ls_command(args: argparse.Namespace) -> int:
             summary = {
                 "id": k.id,
                 "workload": k.workload.key,
+                "spec": dict(k.workload.spec),
                 "device": k.device.key,
                 "toolchain": k.toolchain.key,
             }
@@ -134,11 +135,34 @@ def ls_command(args: argparse.Namespace) -> int:
                               **roofline_fields(stored_roofline(k.result)),
                               "size_bytes": k.size_bytes}))
         return 0
-    print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED"],
+    print_table(["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED", "SPEC"],
                 [[k.id, k.workload.key, k.device.key, f"{k.result.latency_us:.3f}", _roofline(k.result), k.hits,
-                  human_bytes(k.size_bytes), f"{k.updated_at:%Y-%m-%d %H:%M}"] for k in kernels])
+                  human_bytes(k.size_bytes), f"{k.updated_at:%Y-%m-%d %H:%M}", spec_summary(k.workload.op,
+                                                                                          k.workload.spec)]
+                 for k in kernels])
     print(f"{len(kernels)} kernel(s)")
     return 0
+
+
+def spec_summary(op: str, spec: Mapping[str, Any]) -> str:
+    """The fields of a stored spec that differ from the operator's defaults, briefly: ``m=512 n=512
+    k=512``, ``shape=13x67 axis=1 kind=sum``; every field for an operator this build does not know."""
+    from compiler.ops import operators  # here: only a listing with rows pays for the templates
+
+    model = operators()[op].spec_model if op in operators() else None
+    parts = []
+    for name, value in spec.items():
+        field = None if model is None else model.model_fields.get(name)
+        default = None if field is None or field.is_required() else field.get_default(call_default_factory=True)
+        if name == "op" or (field is not None and default is not None and _as_json(default) == value):
+            continue
+        shown = "x".join(map(str, value)) if isinstance(value, list) else value
+        parts.append(f"{name}={shown}")
+    return " ".join(parts)
+
+
+def _as_json(value: Any) -> Any:
+    return [_as_json(v) for v in value] if isinstance(value, tuple | list) else value
 
 
 def _roofline(result: KernelResult) -> str:

@@ -82,7 +82,11 @@ def test_ls_lists_and_filters(db_url: str, capsys: Capture) -> None:
     out = capsys.readouterr().out
     assert "3 kernel(s)" in out and MATMUL.key in out and H100.key in out and A100.key in out
     header, rule, *rows, count = out.splitlines()
-    assert header.split() == ["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED"]
+    assert header.split() == ["ID", "WORKLOAD", "DEVICE", "LATENCY_US", "ROOFLINE", "HITS", "SIZE", "UPDATED",
+                              "SPEC"]
+    # The spec's fields that differ from the operator's defaults: float16 does, softmax's dtype does not.
+    assert sorted(row.split("  ")[-1].strip() for row in rows) == [
+        "m=128 n=128 k=64 dtype=float16", "m=128 n=128 k=64 dtype=float16", "rows=1024 cols=256"]
     assert set(rule) == {"-", " "} and len(rows) == 3 and count == "3 kernel(s)"
     assert "\x1b" not in out and all(line == line.rstrip() for line in out.splitlines())  # plain in a log
     assert sorted(float(row.split()[3]) for row in rows) == [2.0, 5.0, 9.0]  # the latencies stored above
@@ -92,6 +96,7 @@ def test_ls_lists_and_filters(db_url: str, capsys: Capture) -> None:
     assert cache(db_url, "ls", "--op", "softmax", "--json") == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["bound"] == "memory" and shown["roofline_fraction"] == pytest.approx(0.8)
+    assert shown["spec"] == SOFTMAX.spec
     assert cache(db_url, "ls", "--device", "a100", "--json") == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line)["device"] == A100.key
@@ -250,3 +255,14 @@ def test_import_validates_every_spec_and_stores_nothing_on_error(
     assert f"line {len(records)} (" in err and named in err and "nothing was imported" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert _rows(other) == 0
+
+
+def test_spec_summary_names_what_differs_from_the_defaults() -> None:
+    from compiler.ops import parse_spec
+    from service.cli.cache import spec_summary
+
+    conv = parse_spec({"op": "conv2d", "n": 2, "c": 3, "h": 17, "w": 19, "k": 5, "r": 3, "s": 3, "stride": [2, 2]})
+    assert spec_summary("conv2d", conv.model_dump(mode="json")) == "n=2 c=3 h=17 w=19 k=5 r=3 s=3 stride=2x2"
+    reduce = parse_spec({"op": "reduce", "shape": [13, 67], "axis": 1, "kind": "max"})
+    assert spec_summary("reduce", reduce.model_dump(mode="json")) == "shape=13x67 axis=1 kind=max"
+    assert spec_summary("future_op", {"op": "future_op", "x": 3, "tiles": [1, 2]}) == "x=3 tiles=1x2"
