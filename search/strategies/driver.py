@@ -335,9 +335,13 @@ class _Loop:
                     now = time.monotonic()
                     if beating is not None:
                         beating.done(trial)
-                    self._tell(trial, values, outcome, now - begun)
+                    record = self._tell(trial, values, outcome, now - begun)
                     begun = now
                     told += 1
+                    # Told first: a failing callback (a closed progress pipe) must not leave a told trial
+                    # to the failure path below, which would bury the callback's error under Optuna's.
+                    if record is not None and self.on_trial is not None:
+                        self.on_trial(record)
             if told < len(pending):
                 raise RuntimeError(f"the evaluator gave {told} outcomes for {len(pending)} points")
         finally:
@@ -345,7 +349,9 @@ class _Loop:
                 with contextlib.suppress(UpdateFinishedTrialError):  # failed as lost by another worker
                     self.study.tell(trial, state=TrialState.FAIL)
 
-    def _tell(self, trial: optuna.Trial, values: dict[str, Any], outcome: Outcome, seconds: float) -> None:
+    def _tell(self, trial: optuna.Trial, values: dict[str, Any], outcome: Outcome,
+              seconds: float) -> TrialRecord | None:
+        """Tell the study of the outcome and record it; None when another worker had taken the trial."""
         try:
             trial.set_user_attr("evaluated", True)
             trial.set_user_attr("status", outcome.status.value)
@@ -360,12 +366,11 @@ class _Loop:
         except UpdateFinishedTrialError:
             # Another worker took this trial for lost (this one was silent too long) and re-enqueued its
             # point: the study keeps that re-run, not this result.
-            return
+            return None
         self.known.add(trial.number)
         record = TrialRecord(trial.number, values, outcome, seconds)
         self._add(record)
-        if self.on_trial is not None:
-            self.on_trial(record)
+        return record
 
     def _add(self, record: TrialRecord) -> None:
         self.records.append(record)

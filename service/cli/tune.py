@@ -108,8 +108,13 @@ def _progress_reporter(trials: int, live: bool) -> tuple[Callable[[TuneProgress]
         return show, bar
 
     def line(progress: TuneProgress) -> None:
-        print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s)",
-              file=sys.stderr, flush=True)
+        try:
+            print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s)",
+                  file=sys.stderr, flush=True)
+        except BrokenPipeError:
+            # The log's reader went away (`warpmap tune ... 2>&1 | head`): the tuning is worth more than
+            # its progress lines, so it goes on, silently, to the cache.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
 
     return line, None
 
@@ -346,4 +351,7 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     if "tuned_at" in report:
         when = datetime.fromisoformat(report["tuned_at"]).strftime("%Y-%m-%d %H:%M UTC")
         table.add_row("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")
-    Console().print(table)
+    console = Console()
+    with console.capture() as captured:  # printed by Python: a closed pipe is main's exit 141, not rich's exit 1
+        console.print(table)
+    print(captured.get(), end="")

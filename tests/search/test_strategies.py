@@ -245,3 +245,18 @@ def test_gp_needs_its_optional_dependencies_or_runs():
             search(space, Counting(space), "gp", Budget(trials=3))
         return
     assert len(search(space, Counting(space), "gp", Budget(trials=12)).trials) == 12
+
+
+def test_a_failing_trial_callback_surfaces_as_itself_and_the_trial_stays_told() -> None:
+    space = synthetic()
+
+    def on_trial(record: object) -> None:
+        raise RuntimeError("the progress display broke")
+
+    storage = optuna.storages.InMemoryStorage()
+    with pytest.raises(RuntimeError, match="the progress display broke"):
+        search(space, Counting(space), "random", Budget(trials=4), storage=storage, study_key="callback",
+               on_trial=on_trial)
+    states = [t.state for t in optuna.load_study(study_name="callback", storage=storage).get_trials()]
+    # The measured point is complete, not failed by the clean-up that used to bury the callback's error.
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 1 and optuna.trial.TrialState.FAIL not in states

@@ -171,3 +171,27 @@ def test_the_strategy_choices_are_the_search_strategies():
     from service.cli.args.tune import STRATEGY_NAMES
 
     assert set(STRATEGY_NAMES) == {"default", *STRATEGIES}
+
+
+def test_a_log_reader_that_goes_away_costs_the_progress_lines_not_the_tuning(database: str, tmp_path: Path) -> None:
+    """``warpmap tune ... 2>&1 | head -1``: the tuning goes on and stores its kernel."""
+    import subprocess
+    import sys
+
+    from db import create_engine_for, list_jobs, list_kernels, session_scope
+
+    command = [sys.executable, "-m", "service.cli", "tune", "--spec", SPEC, "--target", "cpu", "--trials", "3",
+               "--database-url", database]
+    shell = " ".join(f"'{part}'" for part in command) + " 2>&1 | head -1"
+    first = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True, timeout=300,
+                           cwd=Path(__file__).resolve().parents[2])
+    assert first.stdout.startswith("tuning matmul"), first
+    engine = create_engine_for(database)
+    try:
+        with session_scope(engine) as session:
+            (job,) = list_jobs(session=session)
+            kernels = list_kernels(session=session)
+    finally:
+        engine.dispose()
+    assert (job.status, job.error, len(kernels)) == ("succeeded", None, 1)
+    assert first.returncode == 141 and first.stderr == ""  # the table met the closed pipe: exit 141, quietly
