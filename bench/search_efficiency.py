@@ -20,7 +20,11 @@ strategies can be compared again without minutes of measuring (refused if a spac
 
 Usage: ``python bench/search_efficiency.py [--only softmax,sum,max,matmul,bmm,attention,skinny]
 [--strategies default,tpe,random] [--seeds 5] [--within 0.03] [--retime 12] [--rounds 7]
-[--save FILE | --load FILE]``; ``--only`` keeps the workloads whose name starts with one of the words given.
+[--save FILE | --load FILE] [--warm]``; ``--only`` keeps the workloads whose name starts with one of the words
+given. ``--warm`` adds, for each strategy, the same replay warm-started from the best points of the other
+workloads in the run that ``warpmap tune`` would take as nearby shapes from a cache holding them (the same
+operator and every field but the sizes; a point that is not valid in the space is passed over), its
+trials charged like any other.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import optuna
 from compiler.backends import get_target
 from compiler.backends.timing import DEFAULT_PROTOCOL
 from compiler.ops import get_operator, parse_spec
+from db.warm import shape_distance
 from search.isolation import IsolatedProcess, Returned
 from search.measure import BuildRequest, MeasureRequest, build_candidate, retime
 from search.strategies import Budget, Outcome, search
@@ -138,8 +143,17 @@ def load(path: Path, name: str, spec: Any) -> tuple[Table, int]:
     return {tuple(k): (v, s) for k, v, s in entry["points"]}, int(entry["count"])
 
 
-def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float) -> tuple[int, float]:
-    """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms."""
+def best_values(spec: Any, table: Table) -> dict[str, Any]:
+    """The fastest point of a measured table, as parameter values: what the cache keeps of a tuning."""
+    space = _space(spec)
+    key = min((k for k, (v, _) in table.items() if v is not None), key=lambda k: table[k][0])
+    return values_of(space, key)
+
+
+def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float,
+           first: list[dict[str, Any]] | None = None) -> tuple[int, float]:
+    """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms, started from
+    ``first`` (a warm start: evaluations like any other, charged as such)."""
     space = _space(spec)
     spent = {"trials": 0, "seconds": 0.0, "best": float("inf"), "done": None}
 
@@ -155,7 +169,7 @@ def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float) -> tu
         return Outcome.ok(value) if value is not None else Outcome.failed(TrialStatus.LAUNCH_ERROR)
 
     with contextlib.suppress(_Reached):  # the goal reached: the replay ends there
-        search(space, objective, strategy, Budget(trials=len(table)), seed=seed)
+        search(space, objective, strategy, Budget(trials=len(table)), seed=seed, first=first or ())
     done = spent["done"]
     return done if done is not None else (len(table), spent["seconds"])  # type: ignore[return-value]
 
@@ -171,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     files = parser.add_mutually_exclusive_group()
     files.add_argument("--save", type=Path, help="write the exhaustive measurements to this JSON file")
     files.add_argument("--load", type=Path, help="replay measurements saved with --save instead of measuring")
+    parser.add_argument("--warm", action="store_true",
+                        help="also run each strategy warm-started from the best point of every other workload of "
+                             "the same operator in this run, as a cache holding them would start it")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     reason = get_target("cpu").unavailable_reason()
@@ -190,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload | valid points | exhaustive best ms (s to measure all) | strategy | trials | of the space "
           "| measured s |")
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+    tables: dict[str, tuple[Any, Table, int]] = {}
     for name, data in chosen.items():
         spec = parse_spec(data)
         if args.load is not None:
@@ -207,16 +225,40 @@ def main(argv: list[str] | None = None) -> int:
             saved[name] = (_space(spec).fingerprint, table, count)
             if args.save is not None:
                 save(args.save, saved)
-        best = min(v for v, _ in table.values() if v is not None)
-        total = sum(s for _, s in table.values())
-        for strategy in args.strategies.split(","):
-            runs = [replay(spec, table, strategy, seed, best * (1 + args.within)) for seed in range(args.seeds)]
+        tables[name] = (spec, table, count)
+        if not args.warm:  # a warm start needs every table first; without it, each row as soon as it can be
+            _print_rows(name, spec, table, count, args, [])
+    if args.warm:
+        for name, (spec, table, count) in tables.items():
+            _print_rows(name, spec, table, count, args, _warm_start(name, spec, tables))
+    return 0
+
+
+def _warm_start(name: str, spec: Any, tables: dict[str, tuple[Any, Table, int]]) -> list[dict[str, Any]]:
+    """The best points of the other workloads that ``db.warm_start_schedules`` would take as nearby shapes:
+    the same operator, every field but the sizes equal (``shape_distance``), the nearest four first."""
+    near = []
+    for other_name, (other, table, _) in tables.items():
+        distance = shape_distance(spec.model_dump(mode="json"), other.model_dump(mode="json"))
+        if other_name != name and other.op == spec.op and distance is not None:
+            near.append((distance, best_values(other, table)))
+    return [values for _, values in sorted(near, key=lambda pair: pair[0])[:4]]
+
+
+def _print_rows(name: str, spec: Any, table: Table, count: int, args: argparse.Namespace,
+                hints: list[dict[str, Any]]) -> None:
+    best = min(v for v, _ in table.values() if v is not None)
+    total = sum(s for _, s in table.values())
+    for strategy in args.strategies.split(","):
+        for first in ([], hints) if hints else ([],):
+            runs = [replay(spec, table, strategy, seed, best * (1 + args.within), first)
+                    for seed in range(args.seeds)]
             trials = [t for t, _ in runs]
             seconds = [s for _, s in runs]
-            print(f"| {name} | {count} | {best:.4g} ({total:.0f} s) | {strategy} | {statistics.median(trials):g} "
+            label = f"{strategy}, warm from {len(first)}" if first else strategy
+            print(f"| {name} | {count} | {best:.4g} ({total:.0f} s) | {label} | {statistics.median(trials):g} "
                   f"[{min(trials)}, {max(trials)}] | {statistics.median(trials) / count:.0%} | "
                   f"{statistics.median(seconds):.1f} |", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from db.records import DeviceInfo, WorkloadSpec
 
 #: How many of the same operator's cached kernels are read to find the nearest shapes.
 SCANNED = 500
+#: Integer spec fields that name a place, not a size: a reduction's axis.
+NOT_SIZES = frozenset({"axis", "axes"})
 
 
 @dataclass(frozen=True)
@@ -36,21 +38,30 @@ class WarmStart:
 
 
 def shape_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-    """How far apart two specs of one operator are: the sum of |log2| of the ratios of their integer
-    fields; None when any other field (dtype, layout, flags) differs, since a schedule does not carry over
-    between them."""
+    """How far apart two specs of one operator are: the sum of |log2| of the ratios of their sizes
+    (positive integer fields, and lists of them of one length: a reduction's shape); None when any
+    other field (dtype, layout, an axis, a flag) differs, since a schedule does not carry over."""
     distance = 0.0
     for name in a.keys() | b.keys():
         x, y = a.get(name), b.get(name)
-        if isinstance(x, int) and isinstance(y, int) and not isinstance(x, bool) and not isinstance(y, bool):
-            if x <= 0 or y <= 0:
-                if x != y:
-                    return None
-                continue
+        if name in NOT_SIZES:
+            if x != y:
+                return None
+        elif _sizes(x) and _sizes(y) and len(x) == len(y):
+            distance += sum(abs(math.log2(p / q)) for p, q in zip(x, y, strict=True))
+        elif _size(x) and _size(y):
             distance += abs(math.log2(x / y))
         elif x != y or type(x) is not type(y):
             return None
     return distance
+
+
+def _size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _sizes(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_size(v) for v in value)
 
 
 def warm_start_schedules(

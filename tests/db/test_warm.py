@@ -25,6 +25,11 @@ def test_shape_distance_adds_log_ratios_and_refuses_other_kinds() -> None:
     assert shape_distance(base, {**base, "dtype": "float32"}) is None
     assert shape_distance(base, {**base, "trans": True}) is None  # a field only one has
     assert shape_distance({"x": True}, {"x": 1}) is None  # a flag is not a size
+    reduce = {"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "sum"}
+    assert shape_distance(reduce, {**reduce, "shape": [128, 25]}) == 2.0
+    assert shape_distance(reduce, {**reduce, "shape": [64, 50, 2]}) is None  # another rank
+    assert shape_distance(reduce, {**reduce, "axis": 0}) is None  # a place, not a size
+    assert shape_distance(reduce, {**reduce, "axis": 2}) is None
 
 
 def test_other_devices_first_same_arch_first_then_nearest_shapes(engine: Engine, workload, device,

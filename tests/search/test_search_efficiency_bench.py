@@ -56,3 +56,26 @@ def test_only_selects_workloads_by_first_word_and_refuses_an_unknown_one(capsys:
     assert bench.main(["--only", "matmul", "--load", str(saved), "--strategies", "random", "--seeds", "2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul")]
     assert len(rows) == 1 and "| 1728 |" in rows[0]
+
+
+def test_a_warm_start_takes_the_nearest_shapes_a_cache_would() -> None:
+    from compiler.ops import parse_spec
+
+    bench = _bench()
+
+    def table(spec, fastest: int) -> dict:
+        keys = [bench._space(spec).key(v) for v in bench._space(spec).valid_values()[:3]]
+        return {key: (1.0 if i == fastest else 2.0, 0.1) for i, key in enumerate(keys)}
+
+    specs = {"here": {"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "sum"},
+             "near": {"op": "reduce", "shape": [64, 100], "axis": 1, "kind": "sum"},
+             "far": {"op": "reduce", "shape": [512, 400], "axis": 1, "kind": "sum"},
+             "other kind": {"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "max"},
+             "other op": {"op": "softmax", "rows": 64, "cols": 50}}
+    tables = {}
+    for i, (name, data) in enumerate(specs.items()):
+        spec = parse_spec(data)
+        tables[name] = (spec, table(spec, i % 3), 3)
+    hints = bench._warm_start("here", tables["here"][0], tables)
+    near, far = (bench.best_values(tables[n][0], tables[n][1]) for n in ("near", "far"))
+    assert hints == [near, far]  # nearest first; another kind or operator is not a shape of this one
