@@ -89,6 +89,9 @@ def _serve(conn: Connection, environment: dict[str, str]) -> None:
     the modules it needs), so libraries that read their settings at load time see it.
     """
     os.environ.update(environment)
+    # Ctrl-C reaches the whole process group: the parent decides, and closes this child (or kills it
+    # after a grace); a child of its own mind would die mid-reply printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             request = conn.recv()

@@ -33,6 +33,7 @@ machines) may share one study: see :func:`tune`.
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, wait
@@ -168,7 +169,14 @@ class TuneError(RuntimeError):
 def _new_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the caller may hold threads (OpenMP, BLAS) that fork would copy in an unknown state. A script
     # that calls tune must guard its entry point (``if __name__ == "__main__":``), as for any spawn pool.
-    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_ignore_interrupts)
+
+
+def _ignore_interrupts() -> None:
+    """A build worker leaves Ctrl-C to the tuning: the terminal sends SIGINT to the whole process group, and
+    the tuning (or a worker's graceful stop) ends the pool itself; without this every idle worker dies
+    printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

@@ -85,3 +85,10 @@ def test_close_leaves_no_child_behind() -> None:
     assert process.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid.value, 0)
+
+
+def test_the_child_leaves_ctrl_c_to_its_parent(child: IsolatedProcess) -> None:
+    """A terminal's SIGINT reaches the whole process group: the parent decides and closes the child."""
+    import signal
+
+    assert child.call(signal.getsignal, signal.SIGINT, timeout_s=60) == Returned(signal.SIG_IGN)

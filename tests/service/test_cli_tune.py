@@ -195,3 +195,36 @@ def test_a_log_reader_that_goes_away_costs_the_progress_lines_not_the_tuning(dat
         engine.dispose()
     assert (job.status, job.error, len(kernels)) == ("succeeded", None, 1)
     assert first.returncode == 141 and first.stderr == ""  # the table met the closed pipe: exit 141, quietly
+
+
+def test_ctrl_c_ends_a_tuning_in_one_line_and_fails_its_job(database: str) -> None:
+    """SIGINT to the terminal's process group (what Ctrl-C does): the build pool and the measuring
+    process leave it to the tuning, which says "interrupted" and exits 130, with no child's traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from db import create_engine_for, list_jobs, session_scope
+
+    tuning = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "tune", "--spec", '{"op": "matmul", "m": 96, "n": 96, "k": 96}',
+         "--target", "cpu", "--trials", "200", "--database-url", database],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2])
+    assert tuning.stderr is not None
+    lines = [tuning.stderr.readline(), tuning.stderr.readline()]  # its heading, then the first trial
+    assert lines[1].startswith("trial 1/200"), lines
+    time.sleep(0.5)
+    os.killpg(tuning.pid, signal.SIGINT)
+    rest = tuning.stderr.read()
+    assert tuning.wait(timeout=60) == 130
+    assert rest.strip().splitlines()[-1] == "interrupted" and "Traceback" not in rest, rest
+    engine = create_engine_for(database)
+    try:
+        with session_scope(engine) as session:
+            (job,) = list_jobs(session=session)
+    finally:
+        engine.dispose()
+    assert (job.status, job.error) == ("failed", "interrupted")
