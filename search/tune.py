@@ -104,6 +104,13 @@ class Progress:
     best_ms: float | None
     elapsed_s: float
 
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the pace so far, once a trial has ended and when the budget counts trials."""
+        if self.budget_trials is None or self.done <= 0:
+            return None
+        return self.elapsed_s / self.done * max(self.budget_trials - self.done, 0)
+
 
 @dataclass(frozen=True)
 class TuneResult:

@@ -109,7 +109,8 @@ def _progress_reporter(trials: int, live: bool) -> tuple[Callable[[TuneProgress]
 
     def line(progress: TuneProgress) -> None:
         try:
-            print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s)",
+            eta = "" if progress.eta_s is None else f", ETA {progress.eta_s:.0f} s"
+            print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s{eta})",
                   file=sys.stderr, flush=True)
         except BrokenPipeError:
             # The log's reader went away (`warpmap tune ... 2>&1 | head`): the tuning is worth more than

@@ -92,10 +92,7 @@ def trial_result(trial: Trial, number: int) -> TrialResult:
 
 def progress_document(progress: Progress) -> dict[str, Any]:
     """The progress document of CONTRACT section 2, with a linear ETA once a trial has ended."""
-    eta = None
-    if progress.budget_trials is not None and progress.done > 0:
-        left = max(progress.budget_trials - progress.done, 0)
-        eta = progress.elapsed_s / progress.done * left
+    eta = progress.eta_s
     return {
         "trials_done": progress.done,
         "trials_budget": progress.budget_trials,

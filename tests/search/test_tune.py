@@ -214,3 +214,12 @@ def test_tune_silences_optunas_info_lines_and_restores_the_callers_level(
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     assert levels == [optuna.logging.WARNING] * 2
     assert "Trial 0" not in capsys.readouterr().err
+
+
+def test_progress_eta_is_the_pace_so_far_times_what_is_left() -> None:
+    from search.tune import Progress
+
+    assert Progress(4, 10, {"ok": 4}, 1.0, 8.0).eta_s == 12.0
+    assert Progress(0, 10, {}, None, 0.5).eta_s is None  # no pace yet
+    assert Progress(3, None, {"ok": 3}, 1.0, 3.0).eta_s is None  # a budget of seconds or patience
+    assert Progress(12, 10, {"ok": 12}, 1.0, 6.0).eta_s == 0.0  # a resumed study past its budget

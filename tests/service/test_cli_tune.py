@@ -63,6 +63,10 @@ def test_tune_prints_a_table_and_progress(capsys: pytest.CaptureFixture[str], da
     assert "GFLOP/s" in captured.out and "schedule" in captured.out and "cpu: miss" in captured.out
     assert "of roofline" in captured.out and "-bound, " in captured.out
     assert "trial 2/2" in captured.err
+    # One plain line per trial in a log: what is done of how many, the best, the counts, the time and ETA.
+    first, second = (line for line in captured.err.splitlines() if line.startswith("trial "))
+    assert first.startswith("trial 1/2: best ") and " 1 ok (" in first and ", ETA " in first
+    assert second.endswith(", ETA 0 s)")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
