@@ -11,6 +11,8 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from db.errors import ConflictError, DatabaseError, NotFoundError, UnavailableError
@@ -25,6 +27,7 @@ _DESCRIPTIONS = {
     404: "no such tuning or kernel",
     409: "the tuning already ended",
     413: "the request body is over the service's limit",
+    415: "the body was not sent as JSON (Content-Type: application/json)",
     503: "the database is unavailable; retry later",
 }
 
@@ -55,6 +58,18 @@ def install(app: FastAPI) -> None:
         log.error("database error", exc_info=exc)
         return _answer(500, "database error; see the service log")
 
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        # `curl -d '{...}'` sends a form: FastAPI then sees a string where an object should be, and its 422
+        # ("Input should be a valid dictionary") hides that one header is all that is missing.
+        assert isinstance(exc, RequestValidationError)
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        json_sent = media == "application/json" or media.endswith("+json")
+        if not json_sent and any(tuple(error.get("loc", ())) == ("body",) for error in exc.errors()):
+            got = media or "no type"
+            return _answer(415, f"send the body as JSON, with Content-Type: application/json (got {got})")
+        return await request_validation_exception_handler(request, exc)
+
+    app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(NotFoundError, not_found)
     app.add_exception_handler(ConflictError, conflict)
     app.add_exception_handler(UnavailableError, unavailable)

@@ -79,7 +79,7 @@ async def read_kernel(
     return convert.kernel(await state.read(get_kernel, kernel_id=kernel_id))
 
 
-@router.post("/lookup", response_model=schemas.Kernel, responses=documented(400, 401, 403, 404, 413),
+@router.post("/lookup", response_model=schemas.Kernel, responses=documented(400, 401, 403, 404, 413, 415),
              summary="The cached kernel for a spec on a target (exact; nearest only when asked)")
 async def lookup(
     body: Annotated[schemas.LookupRequest, Body(openapi_examples=_lookup_examples())],

@@ -67,7 +67,7 @@ async def _wait_for(state: ApiState, request: Request, job: JobRecord, seconds: 
 @router.post(
     "", response_model=schemas.TuningAnswer, status_code=200,
     responses={202: {"model": schemas.TuningAnswer, "description": "a tuning job (new or joined) is under way"},
-               **documented(400, 401, 403, 413)},
+               **documented(400, 401, 403, 413, 415)},
     summary="The best kernel for an operator: from the cache, or by tuning",
 )
 async def create_tuning(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -124,3 +125,21 @@ def test_bodies_over_the_limit_are_413_declared_or_streamed(make_api: Any) -> No
     # Just under the limit, the body is read and validated as usual.
     small = api.client.post("/v1/tunings", json={"operator": api.matmul, "pad": "x"}, headers=api.headers())
     assert _locs(small) == [["body", "pad"]]
+
+
+def test_a_body_not_sent_as_json_is_415_naming_the_header(api: Any) -> None:
+    body = json.dumps({"operator": api.matmul, "target": "cpu"})
+    for path in ("/v1/tunings", "/v1/kernels/lookup"):
+        # What `curl -d '{...}'` sends: the JSON text as a form.
+        form = api.client.post(path, content=body, headers={**api.headers(), "Content-Type":
+                                                            "application/x-www-form-urlencoded"})
+        assert form.status_code == 415, form.text
+        assert "Content-Type: application/json" in form.json()["detail"] and "x-www-form-urlencoded" in form.text
+        bare = api.client.post(path, content=body, headers=api.headers())
+        assert bare.status_code == 415 and "(got no type)" in bare.json()["detail"]
+    # JSON that is not an object is still a 422 of the body, and a JSON body is read as before.
+    listed = api.client.post("/v1/tunings", json=[1, 2], headers=api.headers())
+    assert listed.status_code == 422 and _locs(listed) == [["body"]]
+    typed = api.client.post("/v1/tunings", content=body, headers={**api.headers(),
+                                                                   "Content-Type": "application/json; charset=utf-8"})
+    assert typed.status_code == 202 and api.dispatcher.enqueued
