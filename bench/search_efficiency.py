@@ -22,9 +22,9 @@ Usage: ``python bench/search_efficiency.py [--only softmax,sum,max,matmul,bmm,at
 [--strategies default,tpe,random] [--seeds 5] [--within 0.03] [--retime 12] [--rounds 7]
 [--save FILE | --load FILE] [--warm]``; ``--only`` keeps the workloads whose name starts with one of the words
 given. ``--warm`` adds, for each strategy, the same replay warm-started from the best points of the other
-workloads in the run that ``warpmap tune`` would take as nearby shapes from a cache holding them (the same
-operator and every field but the sizes; a point that is not valid in the space is passed over), its
-trials charged like any other.
+workloads in the run that are nearby shapes of it (the same operator and every field but the sizes; each
+taken as the nearest point of the space), its trials charged like any other: a warm start that
+``warpmap tune`` does not make, since it measured no better than the template's default (README).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import statistics
 import sys
@@ -45,7 +46,6 @@ import optuna
 from compiler.backends import get_target
 from compiler.backends.timing import DEFAULT_PROTOCOL
 from compiler.ops import get_operator, parse_spec
-from db.warm import shape_distance
 from search.isolation import IsolatedProcess, Returned
 from search.measure import BuildRequest, MeasureRequest, build_candidate, retime
 from search.strategies import Budget, Outcome, search
@@ -234,9 +234,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: Integer spec fields that name a place, not a size: a reduction's axis.
+NOT_SIZES = frozenset({"axis", "axes"})
+
+
+def shape_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """How far apart two specs of one operator are: the sum of |log2| of the ratios of their sizes
+    (positive integer fields, and lists of them of one length: a reduction's shape); None when any
+    other field (dtype, layout, an axis, a flag) differs, since a schedule does not carry over."""
+    distance = 0.0
+    for name in a.keys() | b.keys():
+        x, y = a.get(name), b.get(name)
+        if name in NOT_SIZES:
+            if x != y:
+                return None
+        elif _sizes(x) and _sizes(y) and len(x) == len(y):
+            distance += sum(abs(math.log2(p / q)) for p, q in zip(x, y, strict=True))
+        elif _sizes([x]) and _sizes([y]):
+            distance += abs(math.log2(x / y))
+        elif x != y or type(x) is not type(y):
+            return None
+    return distance
+
+
+def _sizes(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+
+
 def _warm_start(name: str, spec: Any, tables: dict[str, tuple[Any, Table, int]]) -> list[dict[str, Any]]:
-    """The best points of the other workloads that ``db.warm_start_schedules`` would take as nearby shapes:
-    the same operator, every field but the sizes equal (``shape_distance``), the nearest four first."""
+    """The best points of the other workloads that count as nearby shapes of this one: the same operator,
+    every field but the sizes equal (``shape_distance``), the nearest four first."""
     near = []
     for other_name, (other, table, _) in tables.items():
         distance = shape_distance(spec.model_dump(mode="json"), other.model_dump(mode="json"))

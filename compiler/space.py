@@ -103,6 +103,24 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _nearest_number(choices: tuple[Any, ...], wanted: Any) -> list[Any]:
+    """The numeric choice nearest ``wanted`` (by ratio when both are positive), or none."""
+    numbers = [c for c in choices if _is_number(c)]
+    if not _is_number(wanted) or not numbers:
+        return []
+
+    def distance(choice: float) -> float:
+        if choice > 0 and wanted > 0:
+            return abs(math.log(choice / wanted))
+        return abs(choice - wanted)
+
+    return [min(numbers, key=distance)]
+
+
 def _as_json(choice: Any) -> Any:
     """A choice as JSON gives it back: tuples as lists."""
     return [_as_json(c) for c in choice] if isinstance(choice, tuple) else choice
@@ -366,14 +384,21 @@ class Space(Generic[S]):
             return None
         return self.canonical(self.default)
 
-    def restore(self, stored: Mapping[str, Any]) -> dict[str, Any] | None:
+    def restore(self, stored: Mapping[str, Any], nearest: bool = False) -> dict[str, Any] | None:
         """The point ``stored`` names after a trip through JSON (a tuple choice comes back as a list) as
-        canonical values, or None when it is not a valid point of this space (another space's schedule)."""
+        canonical values, or None when it is not a valid point of this space (another space's schedule).
+
+        With ``nearest``, a number that is not a choice of its parameter is replaced by the nearest choice
+        (by ratio): a schedule tuned for another shape of the operator, whose space offers other block
+        sizes, becomes the point of this space most like it. Other values must still match."""
         values: dict[str, Any] = {}
         for param in self.params:
             if param.name not in stored:
                 continue
-            found = [c for c in param.choices if _same(c, stored[param.name]) or _same(_as_json(c), stored[param.name])]
+            wanted = stored[param.name]
+            found = [c for c in param.choices if _same(c, wanted) or _same(_as_json(c), wanted)]
+            if not found and nearest:
+                found = _nearest_number(param.choices, wanted)
             if not found:
                 return None
             values[param.name] = found[0]

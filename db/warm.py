@@ -1,98 +1,61 @@
-"""What the cache knows that a new tuning can start from: schedules that were best elsewhere.
+"""What the cache knows that a new tuning can start from: the workload's best schedules elsewhere.
 
-A tuning of a workload on a device the cache has not seen it on starts with a few evaluations of
-schedules the cache holds: the same workload's best on other devices (the same ``arch`` first, then
-the most recently tuned), then the best of the same operator's nearest shapes on this device. A GPU's
-best schedule is often near the top of a similar GPU's space (on the hub's convolution files the A4000's
-best is the A6000's second), and a shape's best is a fair guess for a shape near it. The search
-evaluates each one that is a valid point of its space, after the template's default, and goes on as
-usual; one that is not is passed over at no cost.
+A tuning of a workload the cache has no kernel for (under this device and toolchain) starts by measuring
+up to four of the workload's best schedules the cache does hold: this device's under another toolchain
+first (an upgrade of warpmap or of the compiler files kernels anew), then other devices' of the same
+``arch``, then the most recently tuned others. A GPU's
+best schedule is often near the top of a similar GPU's space (on the hub's convolution files the
+A4000's optimum is the A6000's second best), so a cache shared by several kinds of device makes each
+new one's short tuning a good deal better (README, "Search strategies"). The search takes each
+schedule as the nearest point of its own space (``Space.restore``), after the template's default, and
+goes on as usual.
+
+The best schedules of the operator's nearby shapes on the same device were measured as starts too
+(``bench/search_efficiency.py --warm``) and left out: on the cpu they did no better than the template's
+default schedule, which the search measures first anyway.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.models import Device, Kernel, Workload
-from db.records import DeviceInfo, WorkloadSpec
-
-#: How many of the same operator's cached kernels are read to find the nearest shapes.
-SCANNED = 500
-#: Integer spec fields that name a place, not a size: a reduction's axis.
-NOT_SIZES = frozenset({"axis", "axes"})
+from db.models import Device, Kernel, Toolchain, Workload
+from db.records import DeviceInfo, ToolchainInfo, WorkloadSpec
 
 
 @dataclass(frozen=True)
 class WarmStart:
-    """A schedule to evaluate first, and where it was best (for the progress line and the trial log)."""
+    """A schedule to measure first, and the device it was best on."""
 
     schedule: dict[str, Any]
-    source: str  # "other device" or "nearby shape"
-    workload: str  # the workload key it was tuned for
-    device: str  # the device key it was tuned on
-
-
-def shape_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-    """How far apart two specs of one operator are: the sum of |log2| of the ratios of their sizes
-    (positive integer fields, and lists of them of one length: a reduction's shape); None when any
-    other field (dtype, layout, an axis, a flag) differs, since a schedule does not carry over."""
-    distance = 0.0
-    for name in a.keys() | b.keys():
-        x, y = a.get(name), b.get(name)
-        if name in NOT_SIZES:
-            if x != y:
-                return None
-        elif _sizes(x) and _sizes(y) and len(x) == len(y):
-            distance += sum(abs(math.log2(p / q)) for p, q in zip(x, y, strict=True))
-        elif _size(x) and _size(y):
-            distance += abs(math.log2(x / y))
-        elif x != y or type(x) is not type(y):
-            return None
-    return distance
-
-
-def _size(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _sizes(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_size(v) for v in value)
+    device: str  # the device key
+    toolchain: str  # the toolchain key
 
 
 def warm_start_schedules(
-    *, session: Session, workload: WorkloadSpec, device: DeviceInfo, per_source: int = 4
+    *, session: Session, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo, limit: int = 4
 ) -> list[WarmStart]:
-    """Up to ``per_source`` schedules of each kind (see the module docstring), the likeliest first;
-    none of ``workload`` on ``device`` itself (that is a cache hit, not a start)."""
+    """Up to ``limit`` distinct best schedules of ``workload`` from other keys of the cache, the likeliest
+    first (see the module docstring); never the key's own (that is a cache hit, not a start)."""
     rows = session.execute(
-        select(Kernel.schedule, Kernel.updated_at, Workload.key, Workload.spec, Device.key, Device.arch)
+        select(Kernel.schedule, Device.key, Device.arch, Toolchain.key)
         .join(Workload, Kernel.workload_id == Workload.id)
         .join(Device, Kernel.device_id == Device.id)
-        .where(Workload.op == workload.op)
+        .join(Toolchain, Kernel.toolchain_id == Toolchain.id)
+        .where(Workload.key == workload.key)
         .order_by(Kernel.updated_at.desc(), Kernel.id.desc())
-        .limit(SCANNED)
     ).all()
-    key, spec = workload.key, dict(workload.spec)
-    elsewhere = [r for r in rows if r[2] == key and r[4] != device.key]
-    elsewhere.sort(key=lambda r: r[5] != device.arch)  # stable: the most recent first within each group
-    nearby: list[tuple[float, Any]] = []
-    for row in rows:
-        if row[2] == key or row[4] != device.key:
-            continue
-        distance = shape_distance(spec, _spec_data(row[3]))
-        if distance is not None:
-            nearby.append((distance, row))
-    nearby.sort(key=lambda pair: pair[0])
-    found = [WarmStart(dict(r[0]), "other device", r[2], r[4]) for r in elsewhere[:per_source]]
-    found += [WarmStart(dict(r[0]), "nearby shape", r[2], r[4]) for _, r in nearby[:per_source]]
+    others = [row for row in rows if (row[1], row[3]) != (device.key, toolchain.key)]
+    # Stable: within each rank the most recently tuned first.
+    ranked = sorted(others, key=lambda row: 0 if row[1] == device.key else 1 if row[2] == device.arch else 2)
+    found: list[WarmStart] = []
+    for schedule, device_key, _, toolchain_key in ranked:
+        if len(found) == limit:
+            break
+        if all(w.schedule != schedule for w in found):  # two keys that agree are one start
+            found.append(WarmStart(dict(schedule), device_key, toolchain_key))
     return found
-
-
-def _spec_data(stored: Any) -> dict[str, Any]:
-    # The column holds the versioned envelope {"schema": 1, "data": spec}.
-    return dict(stored["data"]) if isinstance(stored, dict) and "data" in stored else dict(stored)

@@ -180,7 +180,7 @@ class Client:
                warm_start: bool | None = None, wait: float = 0.0) -> tuple[TunedKernel | None, Tuning | None]:
         """``POST /v1/tunings``: (the kernel, if the cache had it or the job finished within ``wait``; the job,
         when one was started or joined). ``warm_start=False`` asks for a cold tuning (the service's default
-        starts from the schedules its cache holds for the workload on other devices and nearby shapes)."""
+        starts from the workload's best schedules that its cache holds for other devices or toolchains)."""
         body: dict[str, Any] = {"operator": _spec(spec)}
         optional = {"target": target, "strategy": strategy, "budget": None if budget is None else dict(budget),
                     "level": level, "seed": seed, "warm_start": warm_start}

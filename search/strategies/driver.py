@@ -138,8 +138,9 @@ def run_search(
     other workers, this one waits for them (they may be lost) instead of stopping short.
 
     ``first`` are points to evaluate before the strategy proposes any, after the template's default
-    (schedules that were best elsewhere: a warm start); those that are not valid points of ``space``,
-    or were evaluated already, are passed over.
+    (schedules that were best elsewhere: a warm start), each as the nearest point of ``space``
+    (``Space.restore(nearest=True)``: another shape's space offers other block sizes); those that are
+    still not valid points of ``space``, or were evaluated already, are passed over.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -220,7 +221,7 @@ class _Loop:
         self.started = time.monotonic()
         self.in_a_row = 0
         #: The template's default, then the caller's points, each evaluated before any proposal.
-        given = [v for v in map(space.restore, first) if v is not None]
+        given = [v for v in (space.restore(point, nearest=True) for point in first) if v is not None]
         self.first = [v for v in (space.default_values(), *given) if v is not None]
         self.history.given = frozenset(space.key(v) for v in given)
 

@@ -62,8 +62,8 @@ class TuningRequest(Strict):
     budget: BudgetRequest = Field(default_factory=BudgetRequest)
     level: Literal[1, 2] = Field(default=2, description="schedule space level: 1 small, 2 production")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    warm_start: bool = Field(default=True, description="measure first the schedules the cache holds for this "
-                             "operator on other devices and for its nearby shapes on this one")
+    warm_start: bool = Field(default=True, description="measure first the best schedules the cache holds for "
+                             "this operator on other devices or under other toolchains")
 
 
 class LookupRequest(Strict):

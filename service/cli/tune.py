@@ -5,8 +5,8 @@ The cache is looked up first (workload, device, toolchain): a hit is printed as 
 and level, so an interrupted tuning resumes where it stopped and never measures a point twice. The
 tuning is a job like the service's (``wm_jobs``, its progress and every trial in ``wm_trials``), so the
 API reports it the same way; a workload that a service or another ``tune`` is tuning now is refused.
-Unless ``--cold``, the tuning first measures what the cache holds for the workload on other devices
-and for the operator's nearby shapes on this one (``db.warm`` says which).
+Unless ``--cold``, the tuning first measures the workload's best schedules that the cache holds under
+other devices or toolchains (``db.warm`` says which).
 """
 
 from __future__ import annotations
@@ -146,10 +146,11 @@ def run(args: argparse.Namespace) -> int:
         warm: list[WarmStart] = []
         if not args.cold:
             with session_scope(engine) as session:
-                warm = warm_start_schedules(session=session, workload=workload, device=device)
+                warm = warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain)
         job = _JobRecorder.open(engine, workload, device, toolchain, args, target.name)
         try:
-            result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job, warm)
+            result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job,
+                           [w.schedule for w in warm], _warm_text(warm, device) if warm else None)
         except BaseException as exc:
             job.end("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
             raise
@@ -220,7 +221,7 @@ class _JobRecorder:
 
 
 def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_key: str,
-          job: _JobRecorder, warm: list[WarmStart]) -> TuneResult | None:
+          job: _JobRecorder, warm: list[dict[str, Any]], warm_note: str | None) -> TuneResult | None:
     import optuna  # here, not above: start-up cost of every other command
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -233,8 +234,8 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
     report, bar = _progress_reporter(args.trials, live)
     print(f"tuning {spec.op} {spec.canonical_json()} on {target.name} ({args.strategy}, up to {args.trials} "
           "trials)", file=sys.stderr, flush=True)
-    if warm:
-        print(f"warm start: {_warm_text(warm)} from the cache, measured first", file=sys.stderr, flush=True)
+    if warm_note:
+        print(f"warm start: {warm_note} from the cache, measured first", file=sys.stderr, flush=True)
     try:
         if bar is not None:
             bar.start()
@@ -245,7 +246,7 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
 
         return tune(spec, target, strategy=args.strategy, budget=budget, level=args.level, seed=args.seed,
                     storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=progressed,
-                    sink=job.trial, warm_start=[w.schedule for w in warm])
+                    sink=job.trial, warm_start=warm)
     except EmptySpaceError as exc:
         raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
     except StudyMismatchError as exc:
@@ -260,12 +261,14 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
         storage.engine.dispose()
 
 
-def _warm_text(warm: list[WarmStart]) -> str:
-    """``3 schedules (1 of this workload on another device, 2 of nearby shapes)``."""
-    devices = sum(w.source == "other device" for w in warm)
-    parts = [f"{devices} of this workload on another device" if devices else "",
-             f"{len(warm) - devices} of nearby shapes" if len(warm) > devices else ""]
-    return f"{len(warm)} schedule{'s' if len(warm) > 1 else ''} ({', '.join(p for p in parts if p)})"
+def _warm_text(warm: list[WarmStart], device: DeviceInfo) -> str:
+    """``3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)``."""
+    here = sum(w.device == device.key for w in warm)
+    elsewhere = len(warm) - here
+    parts = [f"on {elsewhere} other device{'s' if elsewhere > 1 else ''}" if elsewhere else "",
+             f"under {here} other toolchain{'s' if here > 1 else ''} here" if here else ""]
+    return (f"{len(warm)} schedule{'s' if len(warm) > 1 else ''} (this workload's best "
+            f"{' and '.join(p for p in parts if p)})")
 
 
 def _from_cache(hit: CacheHit, target: str) -> dict[str, Any]:

@@ -148,7 +148,8 @@ def run_job(
         db.touch_worker(session=session, name=worker.name, job_id=job_id)
         # Trials of an earlier attempt stay; this attempt numbers its own after them.
         first_number = count_trials(session=session, job_id=job_id)
-        warm = [w.schedule for w in db.warm_start_schedules(session=session, workload=job.workload, device=job.device)
+        warm = [w.schedule for w in db.warm_start_schedules(session=session, workload=job.workload,
+                                                            device=job.device, toolchain=job.toolchain)
                 ] if {**DEFAULT_OPTIONS, **dict(job.options)}["warm_start"] else []
 
     def sink(trial: Trial) -> None:

@@ -75,3 +75,19 @@ def test_restore_reads_a_schedule_back_from_json_or_refuses_it() -> None:
     assert space.restore({"warps": [3, 1], "flag": False}) is None  # not a choice
     assert space.restore({"warps": [2, 2], "flag": 1}) is None  # 1 is not the flag True
     assert space.restore({"flag": False}) is None  # a parameter missing
+
+
+def test_restore_nearest_takes_the_closest_number_and_nothing_else() -> None:
+    space = Space(
+        template="t",
+        params=(Param("mc", (48, 96, 192)), Param("order", ("ij", "ji")), Param("unroll", (1, 2, 4))),
+        make=lambda v: v,
+        constraints=(Constraint("mc 192 only unrolled", lambda v: v["mc"] != 192 or v["unroll"] > 1),),
+    )
+    assert space.restore({"mc": 100, "order": "ji", "unroll": 3}) is None  # not choices
+    assert space.restore({"mc": 100, "order": "ji", "unroll": 3}, nearest=True) == {
+        "mc": 96, "order": "ji", "unroll": 4}  # 3 is nearer 4 than 2 by ratio
+    assert space.restore({"mc": 60, "order": "ij", "unroll": 1}, nearest=True)["mc"] == 48
+    assert space.restore({"mc": 400, "order": "ij", "unroll": 1}, nearest=True) is None  # 192 breaks the rule
+    assert space.restore({"mc": 96, "order": "kj", "unroll": 1}, nearest=True) is None  # a name is not near
+    assert space.restore({"mc": True, "order": "ij", "unroll": 1}, nearest=True) is None  # nor a flag

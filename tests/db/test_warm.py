@@ -1,4 +1,4 @@
-"""Warm starts from the cache: the same workload's best on other devices, then nearby shapes here."""
+"""Warm starts from the cache: the workload's best schedules under other keys, the likeliest first."""
 
 from __future__ import annotations
 
@@ -7,54 +7,48 @@ from dataclasses import replace
 from sqlalchemy.engine import Engine
 
 from db import WorkloadSpec, save_kernel, session_scope, warm_start_schedules
-from db.records import DeviceInfo
-from db.warm import shape_distance
 from tests.db.conftest import kernel_result
 
 
-def _save(engine: Engine, workload: WorkloadSpec, device: DeviceInfo, toolchain, tag: str) -> None:
+def _save(engine: Engine, workload: WorkloadSpec, device, toolchain, tag: str, schedule: dict | None = None) -> None:
+    result = kernel_result(10.0, tag=tag)
     with session_scope(engine) as session:
         save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
-                    result=kernel_result(10.0, tag=tag))
+                    result=replace(result, schedule=schedule) if schedule is not None else result)
 
 
-def test_shape_distance_adds_log_ratios_and_refuses_other_kinds() -> None:
-    base = {"m": 512, "n": 512, "k": 128, "dtype": "float16"}
-    assert shape_distance(base, base) == 0.0
-    assert shape_distance(base, {**base, "m": 1024, "k": 32}) == 3.0
-    assert shape_distance(base, {**base, "dtype": "float32"}) is None
-    assert shape_distance(base, {**base, "trans": True}) is None  # a field only one has
-    assert shape_distance({"x": True}, {"x": 1}) is None  # a flag is not a size
-    reduce = {"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "sum"}
-    assert shape_distance(reduce, {**reduce, "shape": [128, 25]}) == 2.0
-    assert shape_distance(reduce, {**reduce, "shape": [64, 50, 2]}) is None  # another rank
-    assert shape_distance(reduce, {**reduce, "axis": 0}) is None  # a place, not a size
-    assert shape_distance(reduce, {**reduce, "axis": 2}) is None
-
-
-def test_other_devices_first_same_arch_first_then_nearest_shapes(engine: Engine, workload, device,
-                                                                 toolchain) -> None:
-    spec = dict(workload.spec)
-    h100_other_driver = replace(device, driver="590.1")
+def test_this_device_under_another_toolchain_then_the_same_arch_then_the_rest(engine: Engine, workload, device,
+                                                                              toolchain) -> None:
+    older = replace(toolchain, warpmap="0.0.9")
+    other_driver = replace(device, driver="590.1")
     a100 = replace(device, name="NVIDIA A100", arch="sm_80")
-    _save(engine, workload, device, toolchain, "here")  # the workload here: a cache hit, never a start
-    _save(engine, workload, h100_other_driver, toolchain, "same-arch")
-    _save(engine, workload, a100, toolchain, "other-arch")
-    # a100 was saved last, yet the same arch comes first
-    near = WorkloadSpec(op="matmul", spec={**spec, "m": 512})
-    far = WorkloadSpec(op="matmul", spec={**spec, "m": 4096, "n": 4096})
-    float32 = WorkloadSpec(op="matmul", spec={**spec, "dtype": "float32"})
-    conv = WorkloadSpec(op="conv2d", spec=spec)
-    for other, tag in ((far, "far"), (near, "near"), (float32, "float32"), (conv, "conv")):
-        _save(engine, other, device, toolchain, tag)
-    _save(engine, near, a100, toolchain, "near-elsewhere")  # another shape on another device: neither
+    l4 = replace(device, name="NVIDIA L4", arch="sm_89")
+    _save(engine, workload, device, toolchain, "here")  # the key itself: a cache hit, never a start
+    _save(engine, workload, a100, toolchain, "a100")
+    _save(engine, workload, other_driver, toolchain, "same-arch")
+    _save(engine, workload, l4, toolchain, "l4")  # another arch, tuned after the A100: before it
+    _save(engine, workload, device, older, "older-toolchain")
+    _save(engine, WorkloadSpec(op="matmul", spec={**workload.spec, "m": 512}), a100, toolchain, "another-shape")
     with session_scope(engine) as session:
-        found = warm_start_schedules(session=session, workload=workload, device=device)
-        assert [(w.source, w.schedule["tag"]) for w in found] == [
-            ("other device", "same-arch"), ("other device", "other-arch"),
-            ("nearby shape", "near"), ("nearby shape", "far")]
-        assert found[0].device == h100_other_driver.key and found[2].workload == near.key
-        assert [w.schedule["tag"] for w in warm_start_schedules(session=session, workload=workload, device=device,
-                                                                per_source=1)] == ["same-arch", "near"]
+        found = warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain)
+        assert [w.schedule["tag"] for w in found] == ["older-toolchain", "same-arch", "l4", "a100"]
+        assert (found[0].device, found[0].toolchain) == (device.key, older.key) and found[1].device == other_driver.key
+        assert len(warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain,
+                                        limit=2)) == 2
+        # A device the cache has never seen gets every device's, its arch first.
+        h200 = replace(device, name="NVIDIA H200")
+        assert [w.schedule["tag"] for w in warm_start_schedules(
+            session=session, workload=workload, device=h200, toolchain=toolchain)][:3] == [
+            "older-toolchain", "same-arch", "here"]
+
+
+def test_keys_that_agree_are_one_start_and_an_unknown_workload_has_none(engine: Engine, workload, device,
+                                                                        toolchain) -> None:
+    same = {"block_m": 64, "tag": "k", "latency": 10.0}
+    _save(engine, workload, replace(device, driver="1"), toolchain, "k", same)
+    _save(engine, workload, replace(device, driver="2"), toolchain, "k", same)
+    with session_scope(engine) as session:
+        assert [w.schedule for w in warm_start_schedules(session=session, workload=workload, device=device,
+                                                         toolchain=toolchain)] == [same]
         assert warm_start_schedules(session=session, workload=WorkloadSpec(op="softmax", spec={"rows": 8}),
-                                    device=device) == []
+                                    device=device, toolchain=toolchain) == []

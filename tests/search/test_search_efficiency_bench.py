@@ -79,3 +79,18 @@ def test_a_warm_start_takes_the_nearest_shapes_a_cache_would() -> None:
     hints = bench._warm_start("here", tables["here"][0], tables)
     near, far = (bench.best_values(tables[n][0], tables[n][1]) for n in ("near", "far"))
     assert hints == [near, far]  # nearest first; another kind or operator is not a shape of this one
+
+
+def test_shape_distance_adds_log_ratios_of_sizes_and_refuses_other_kinds() -> None:
+    distance = _bench().shape_distance
+    base = {"m": 512, "n": 512, "k": 128, "dtype": "float16"}
+    assert distance(base, base) == 0.0
+    assert distance(base, {**base, "m": 1024, "k": 32}) == 3.0
+    assert distance(base, {**base, "dtype": "float32"}) is None
+    assert distance(base, {**base, "trans": True}) is None  # a field only one has
+    assert distance({"x": True}, {"x": 1}) is None  # a flag is not a size
+    reduce = {"op": "reduce", "shape": [64, 50], "axis": 1, "kind": "sum"}
+    assert distance(reduce, {**reduce, "shape": [128, 25]}) == 2.0
+    assert distance(reduce, {**reduce, "shape": [64, 50, 2]}) is None  # another rank
+    assert distance(reduce, {**reduce, "axis": 0}) is None  # a place, not a size
+    assert distance(reduce, {**reduce, "axis": 2}) is None

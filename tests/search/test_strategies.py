@@ -121,15 +121,17 @@ def test_a_warm_start_is_measured_after_the_default_and_what_does_not_fit_is_pas
     hints = [{"bx": 64, "by": 2, "layout": [0, 1], "flag": True, "unroll": 4},
              {"bx": 64, "by": 4, "layout": [0, 1], "flag": False},  # 256 threads: invalid here
              {"bx": 8, "by": 1, "layout": [1, 0], "flag": False, "unroll": 2, "tile": 3},  # unroll inactive
-             {"bx": 12, "by": 1, "layout": [1, 0], "flag": False},  # bx=12 is not a choice
+             {"bx": 12, "by": 1, "layout": [1, 0], "flag": False},  # not a choice: the nearest, bx=16
+             {"bx": 64, "by": 2, "layout": [2, 2], "flag": False},  # a layout is not near another
              {"bx": 16, "by": 2, "layout": [1, 1], "flag": False},  # the default again
              {"bx": 64, "by": 2, "layout": [0, 1], "flag": True, "unroll": 4}]  # a repeat
     for name in sorted(set(STRATEGIES) - {"gp"}):
         space = synthetic(default)
         result = search(space, Counting(space), name, Budget(trials=6), seed=1, first=hints)
         measured = [dict(t.values) for t in result.trials]
-        assert measured[:3] == [{**default, "unroll": 1}, {"bx": 64, "by": 2, "layout": (0, 1), "flag": True,
-                                "unroll": 4}, {"bx": 8, "by": 1, "layout": (1, 0), "flag": False, "unroll": 1}], name
+        assert measured[:4] == [{**default, "unroll": 1}, {"bx": 64, "by": 2, "layout": (0, 1), "flag": True,
+                                "unroll": 4}, {"bx": 8, "by": 1, "layout": (1, 0), "flag": False, "unroll": 1},
+                                {"bx": 16, "by": 1, "layout": (1, 0), "flag": False, "unroll": 1}], name
         assert len({space.key(v) for v in measured}) == 6, name
 
 

@@ -102,30 +102,29 @@ def test_a_tuning_is_a_job_with_every_trial_recorded(capsys: pytest.CaptureFixtu
     assert all(t.result.status == "ok" and t.result.latency_median_us > 0 for t in trials)
 
 
-def test_a_nearby_shape_in_the_cache_is_measured_right_after_the_default(capsys: pytest.CaptureFixture[str],
-                                                                        database: str) -> None:
+def test_the_workloads_best_on_another_device_is_measured_right_after_the_default(
+        capsys: pytest.CaptureFixture[str], database: str) -> None:
     from dataclasses import replace
 
     from compiler.ops import get_operator, parse_spec
     from db import create_engine_for, list_jobs, list_kernels, list_trials, save_kernel, session_scope
 
     _tune(capsys, database)  # SPEC's best, on this machine
-    nearby = '{"op": "matmul", "m": 21, "n": 23, "k": 31, "batch": 2}'
-    spec = parse_spec(json.loads(nearby))
-    space = get_operator("matmul").space(spec, get_target("cpu").device(), 2)
+    space = get_operator("matmul").space(parse_spec(json.loads(SPEC)), get_target("cpu").device(), 2)
     default = space.default_values()
     chosen = next(v for v in reversed(space.valid_values()) if v != default)
     engine = create_engine_for(database)
     try:
         with session_scope(engine) as session:
             (kernel,) = list_kernels(session=session)
-            save_kernel(session=session, workload=kernel.workload, device=kernel.device, toolchain=kernel.toolchain,
-                        result=replace(kernel.result, schedule=chosen, latency_us=kernel.result.latency_us / 2))
+            save_kernel(session=session, workload=kernel.workload, device=replace(kernel.device, name="another cpu"),
+                        toolchain=kernel.toolchain, result=replace(kernel.result, schedule=chosen))
         for extra, warmed in (((), True), (("--cold",), False)):
-            assert main(["tune", "--spec", nearby, "--target", "cpu", "--trials", "2", "--json", "--force",
+            assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "2", "--json", "--force",
                          "--database-url", database, *extra]) == 0
-            err = capsys.readouterr().err
-            assert ("warm start: 1 schedule (1 of nearby shapes) from the cache" in err) == warmed, err
+            out, err = capsys.readouterr()
+            assert ("warm start: 1 schedule (this workload's best on 1 other device) from the cache" in err) == warmed
+            assert json.loads(out)["warm_start"] == int(warmed)
             with session_scope(engine) as session:
                 job = list_jobs(session=session)[0]
                 trials = list_trials(session=session, job_id=job.id)

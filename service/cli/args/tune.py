@@ -38,8 +38,8 @@ def register(subparsers: Any) -> None:
                         help="seconds a candidate may take to build or to run (default 120)")
     parser.add_argument("--force", action="store_true", help="tune even when the cache has this workload")
     parser.add_argument("--cold", action="store_true",
-                        help="do not start from the schedules the cache holds for this workload on other devices "
-                             "or for nearby shapes of the operator on this one")
+                        help="do not start from the best schedules the cache holds for this workload on other "
+                             "devices or under other toolchains")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_database_option(parser)
     parser.set_defaults(handler="service.cli.tune:run")
