@@ -209,6 +209,8 @@ class Tuning:
     started_at: datetime | None
     finished_at: datetime | None
     kernel_id: int | None
+    #: Whether the job starts from the cache's schedules of other keys (None: a service that does not say).
+    warm_start: bool | None = None
 
     @property
     def finished(self) -> bool:
@@ -222,7 +224,8 @@ class Tuning:
                           str(data.get("strategy", "")), dict(data.get("budget") or {}), data.get("level"),
                           data.get("worker"), dict(data.get("progress") or {}), data.get("error"),
                           int(data.get("attempts") or 0), _time(data.get("created_at")),
-                          _time(data.get("started_at")), _time(data.get("finished_at")), data.get("kernel_id"))
+                          _time(data.get("started_at")), _time(data.get("finished_at")), data.get("kernel_id"),
+                          data.get("warm_start"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ClientError(f"the service sent a tuning this client cannot read: {exc!r}") from exc
 

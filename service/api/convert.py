@@ -68,7 +68,8 @@ def tuning(job: JobRecord, kernel_id: int | None) -> schemas.Tuning:
     return schemas.Tuning(
         id=job.id, status=job.status, operator={"op": job.workload.op, **dict(job.workload.spec)},
         target=job.target, queue=job.queue, device=device(job.device), strategy=job.strategy,
-        budget=dict(job.budget), level=int(options.get("level", 2)), worker=job.worker,
+        budget=dict(job.budget), level=int(options.get("level", 2)),
+        warm_start=bool(options.get("warm_start", True)), worker=job.worker,
         progress=schemas.Progress(**progress), error=job.error, attempts=job.attempts, created_at=job.created_at,
         started_at=job.started_at, finished_at=job.finished_at, kernel_id=kernel_id,
     )

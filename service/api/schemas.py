@@ -157,6 +157,7 @@ class Tuning(BaseModel):
     strategy: str
     budget: dict[str, Any]
     level: int
+    warm_start: bool = Field(description="whether it starts from the cache's best schedules of other keys")
     worker: str | None
     progress: Progress
     error: str | None

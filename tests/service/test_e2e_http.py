@@ -60,6 +60,7 @@ def test_two_workloads_tuned_over_http_survive_a_killed_worker(
         for spec in (SOFTMAX, REDUCE):
             kernel, tuning = client.submit(spec, target="cpu", budget=budget, level=2)
             assert kernel is None and tuning is not None and tuning.status in ("queued", "running")
+            assert tuning.warm_start is True  # the service's default, as the client reads it back
             jobs.append(tuning)
         joined = client.submit(SOFTMAX, target="cpu", budget=budget, level=2)[1]
         assert joined is not None and joined.id == jobs[0].id  # an identical request joins the job in flight

@@ -47,6 +47,8 @@ def test_a_cold_tuning_is_asked_for_with_warm_start_false(api: Any) -> None:
     request = {"operator": api.matmul, "target": "cpu", "warm_start": False}
     assert api.client.post("/v1/tunings", json=request, headers=api.headers()).status_code == 202
     assert api.dispatcher.enqueued[0].options["warm_start"] is False
+    job_id = api.dispatcher.enqueued[0].id
+    assert api.client.get(f"/v1/tunings/{job_id}", headers=api.headers()).json()["warm_start"] is False
     bad = api.client.post("/v1/tunings", json={**request, "warm_start": "maybe"}, headers=api.headers())
     assert bad.status_code == 422 and "warm_start" in bad.text
 
