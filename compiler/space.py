@@ -389,8 +389,9 @@ class Space(Generic[S]):
         canonical values, or None when it is not a valid point of this space (another space's schedule).
 
         With ``nearest``, a number that is not a choice of its parameter is replaced by the nearest choice
-        (by ratio): a schedule tuned for another shape of the operator, whose space offers other block
-        sizes, becomes the point of this space most like it. Other values must still match."""
+        (by ratio): a schedule tuned on another device, whose space offers other block sizes (the limits
+        and caches shape a space), becomes the point of this space most like it. Other values must still
+        match."""
         values: dict[str, Any] = {}
         for param in self.params:
             if param.name not in stored:

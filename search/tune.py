@@ -342,9 +342,9 @@ def tune(
     trial whose worker has sent no heartbeat for ``lost_after_s`` (default: a minute plus ``timeout_s``)
     is failed and its point re-run once (``search.strategies.workers``). ``worker`` names this one.
     ``warm_start`` are schedules (parameter values, as the cache keeps them) to measure first, after the
-    template's default: what was best for this workload elsewhere (``db.warm_start_schedules``); those
-    that are not valid points of this space are passed over, and the strategy's own initial design
-    comes on top of them.
+    template's default: what was best for this workload elsewhere (``db.warm_start_schedules``); each is
+    taken as the nearest point of this space, or passed over when none fits, and the strategy's own
+    initial design comes on top of them.
     Raises :class:`TuneError` when no candidate was correct. Builds and measurements run in spawned
     processes, so a script calling this guards its entry point with ``if __name__ == "__main__":``.
     """

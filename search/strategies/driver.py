@@ -139,7 +139,7 @@ def run_search(
 
     ``first`` are points to evaluate before the strategy proposes any, after the template's default
     (schedules that were best elsewhere: a warm start), each as the nearest point of ``space``
-    (``Space.restore(nearest=True)``: another shape's space offers other block sizes); those that are
+    (``Space.restore(nearest=True)``: another device's space offers other block sizes); those that are
     still not valid points of ``space``, or were evaluated already, are passed over.
     """
     if batch < 1:

@@ -149,7 +149,8 @@ def spec_summary(op: str, spec: Mapping[str, Any]) -> str:
     k=512``, ``shape=13x67 axis=1 kind=sum``; every field for an operator this build does not know."""
     from compiler.ops import operators  # here: only a listing with rows pays for the templates
 
-    model = operators()[op].spec_model if op in operators() else None
+    known = operators()
+    model = known[op].spec_model if op in known else None
     parts = []
     for name, value in spec.items():
         field = None if model is None else model.model_fields.get(name)
