@@ -231,3 +231,19 @@ def test_ctrl_c_ends_a_tuning_in_one_line_and_fails_its_job(database: str) -> No
     finally:
         engine.dispose()
     assert (job.status, job.error) == ("failed", "interrupted")
+
+
+def test_the_warm_start_line_says_where_its_schedules_come_from() -> None:
+    from dataclasses import replace
+
+    from db.warm import WarmStart
+    from search.records import cache_identity
+    from service.cli.tune import _warm_text
+    from service.tuning import warpmap_version
+
+    device, toolchain = cache_identity(get_target("cpu").fingerprint(), warpmap_version())
+    here = WarmStart({"mr": 8}, device.key, "older-toolchain")
+    elsewhere = [WarmStart({"mr": 4}, replace(device, name=f"cpu {i}").key, toolchain.key) for i in range(2)]
+    assert _warm_text([here], device) == "1 schedule (this workload's best under 1 other toolchain here)"
+    assert _warm_text([*elsewhere, here], device) == (
+        "3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)")
