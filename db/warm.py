@@ -3,7 +3,8 @@
 A tuning of a workload the cache has no kernel for (under this device and toolchain) starts by measuring
 up to four of the workload's best schedules the cache does hold: this device's under another toolchain
 first (an upgrade of warpmap or of the compiler files kernels anew), then other devices' of the same
-``arch``, then the most recently tuned others. A GPU's
+``arch``, then the most recently tuned others. A tuning forced to run again starts from the key's
+own kernel before them all. A GPU's
 best schedule is often near the top of a similar GPU's space (on the hub's convolution files the
 A4000's optimum is the A6000's second best), so a cache shared by several kinds of device makes each
 new one's short tuning a good deal better (README, "Search strategies"). The search takes each
@@ -37,10 +38,12 @@ class WarmStart:
 
 
 def warm_start_schedules(
-    *, session: Session, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo, limit: int = 4
+    *, session: Session, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo, limit: int = 4,
+    own: bool = False,
 ) -> list[WarmStart]:
     """Up to ``limit`` distinct best schedules of ``workload`` from other keys of the cache, the likeliest
-    first (see the module docstring); never the key's own (that is a cache hit, not a start)."""
+    first (see the module docstring). The key's own kernel is a cache hit, not a start, unless ``own``:
+    a tuning forced to run again (``warpmap tune --force``) starts from it, first of all."""
     rows = session.execute(
         select(Kernel.schedule, Device.key, Device.arch, Toolchain.key)
         .join(Workload, Kernel.workload_id == Workload.id)
@@ -49,9 +52,13 @@ def warm_start_schedules(
         .where(Workload.key == workload.key)
         .order_by(Kernel.updated_at.desc(), Kernel.id.desc())
     ).all()
-    others = [row for row in rows if (row[1], row[3]) != (device.key, toolchain.key)]
-    # Stable: within each rank the most recently tuned first.
-    ranked = sorted(others, key=lambda row: 0 if row[1] == device.key else 1 if row[2] == device.arch else 2)
+    mine = (device.key, toolchain.key)
+    others = [row for row in rows if own or (row[1], row[3]) != mine]
+
+    def rank(row: Any) -> int:
+        return -1 if (row[1], row[3]) == mine else 0 if row[1] == device.key else 1 if row[2] == device.arch else 2
+
+    ranked = sorted(others, key=rank)  # stable: within each rank the most recently tuned first
     found: list[WarmStart] = []
     for schedule, device_key, _, toolchain_key in ranked:
         if len(found) == limit:

@@ -146,11 +146,12 @@ def run(args: argparse.Namespace) -> int:
         warm: list[WarmStart] = []
         if not args.cold:
             with session_scope(engine) as session:
-                warm = warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain)
+                warm = warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain,
+                                            own=args.force)
         job = _JobRecorder.open(engine, workload, device, toolchain, args, target.name)
         try:
             result = _tune(args, spec, target, url, study_key(workload, device, toolchain, args.level), job,
-                           [w.schedule for w in warm], _warm_text(warm, device) if warm else None)
+                           [w.schedule for w in warm], _warm_text(warm, device, toolchain) if warm else None)
         except BaseException as exc:
             job.end("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
             raise
@@ -261,11 +262,14 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
         storage.engine.dispose()
 
 
-def _warm_text(warm: list[WarmStart], device: DeviceInfo) -> str:
-    """``3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)``."""
-    here = sum(w.device == device.key for w in warm)
-    elsewhere = len(warm) - here
-    parts = [f"on {elsewhere} other device{'s' if elsewhere > 1 else ''}" if elsewhere else "",
+def _warm_text(warm: list[WarmStart], device: DeviceInfo, toolchain: ToolchainInfo) -> str:
+    """``3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)``; ``here``
+    names the key's own kernel, which a forced tuning starts from."""
+    mine = sum((w.device, w.toolchain) == (device.key, toolchain.key) for w in warm)
+    here = sum(w.device == device.key for w in warm) - mine
+    elsewhere = len(warm) - here - mine
+    parts = ["here" if mine else "",
+             f"on {elsewhere} other device{'s' if elsewhere > 1 else ''}" if elsewhere else "",
              f"under {here} other toolchain{'s' if here > 1 else ''} here" if here else ""]
     return (f"{len(warm)} schedule{'s' if len(warm) > 1 else ''} (this workload's best "
             f"{' and '.join(p for p in parts if p)})")

@@ -35,6 +35,10 @@ def test_this_device_under_another_toolchain_then_the_same_arch_then_the_rest(en
         assert (found[0].device, found[0].toolchain) == (device.key, older.key) and found[1].device == other_driver.key
         assert len(warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain,
                                         limit=2)) == 2
+        # A forced tuning starts from the key's own kernel, first of all.
+        forced = warm_start_schedules(session=session, workload=workload, device=device, toolchain=toolchain,
+                                      own=True)
+        assert [w.schedule["tag"] for w in forced] == ["here", "older-toolchain", "same-arch", "l4"]
         # A device the cache has never seen gets every device's, its arch first.
         h200 = replace(device, name="NVIDIA H200")
         assert [w.schedule["tag"] for w in warm_start_schedules(

@@ -108,6 +108,7 @@ def test_the_workloads_best_on_another_device_is_measured_right_after_the_defaul
 
     from compiler.ops import get_operator, parse_spec
     from db import create_engine_for, list_jobs, list_kernels, list_trials, save_kernel, session_scope
+    from db.cache import KernelFilter
 
     _tune(capsys, database)  # SPEC's best, on this machine
     space = get_operator("matmul").space(parse_spec(json.loads(SPEC)), get_target("cpu").device(), 2)
@@ -119,18 +120,23 @@ def test_the_workloads_best_on_another_device_is_measured_right_after_the_defaul
             (kernel,) = list_kernels(session=session)
             save_kernel(session=session, workload=kernel.workload, device=replace(kernel.device, name="another cpu"),
                         toolchain=kernel.toolchain, result=replace(kernel.result, schedule=chosen))
+        with session_scope(engine) as session:
+            mine = dict(list_kernels(session=session, where=KernelFilter(device=kernel.device.key))[0].result.schedule)
+        # A forced tuning starts from this key's own best too, first; the other device's next.
+        starts = [v for v in (mine, chosen) if v != default]
         for extra, warmed in (((), True), (("--cold",), False)):
-            assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "2", "--json", "--force",
+            assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "3", "--json", "--force",
                          "--database-url", database, *extra]) == 0
             out, err = capsys.readouterr()
-            assert ("warm start: 1 schedule (this workload's best on 1 other device) from the cache" in err) == warmed
-            assert json.loads(out)["warm_start"] == int(warmed)
+            said = "warm start: 2 schedules (this workload's best here and on 1 other device) from the cache"
+            assert (said in err) == warmed, err
+            assert json.loads(out)["warm_start"] == 2 * int(warmed)
             with session_scope(engine) as session:
                 job = list_jobs(session=session)[0]
                 trials = list_trials(session=session, job_id=job.id)
             assert job.options["warm_start"] == warmed
             assert trials[0].result.params == default
-            assert (trials[1].result.params == chosen) == warmed
+            assert ([t.result.params for t in trials[1:1 + len(starts)]] == starts) == warmed
     finally:
         engine.dispose()
 
@@ -244,6 +250,9 @@ def test_the_warm_start_line_says_where_its_schedules_come_from() -> None:
     device, toolchain = cache_identity(get_target("cpu").fingerprint(), warpmap_version())
     here = WarmStart({"mr": 8}, device.key, "older-toolchain")
     elsewhere = [WarmStart({"mr": 4}, replace(device, name=f"cpu {i}").key, toolchain.key) for i in range(2)]
-    assert _warm_text([here], device) == "1 schedule (this workload's best under 1 other toolchain here)"
-    assert _warm_text([*elsewhere, here], device) == (
+    own = WarmStart({"mr": 12}, device.key, toolchain.key)
+    assert _warm_text([here], device, toolchain) == "1 schedule (this workload's best under 1 other toolchain here)"
+    assert _warm_text([*elsewhere, here], device, toolchain) == (
         "3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)")
+    assert _warm_text([own, elsewhere[0]], device, toolchain) == (
+        "2 schedules (this workload's best here and on 1 other device)")
