@@ -47,7 +47,6 @@ import optuna
 from compiler.backends import Artifact, Target
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
 from compiler.ops import get_operator
-from compiler.roofline import Roofline, roofline
 from compiler.space import Space
 from search.isolation import Crashed, IsolatedProcess, Raised, Returned, TimedOut
 from search.measure import (
@@ -62,9 +61,13 @@ from search.measure import (
     retime,
 )
 from search.measure import compile_workers as pool_size
+from search.results import Progress, Trial, TuneError, TuneResult
 from search.strategies import Budget, Outcome, SearchResult, TrialRecord, search
 from search.strategies.workers import LOST_AFTER_S
 from search.trial import TrialStatus
+
+# What a tuning reports lives in search.results; callers import it from here too.
+__all__ = ["MEASURING_ENVIRONMENT", "Progress", "Trial", "TuneError", "TuneResult", "tune"]
 
 #: The measuring process's environment: numpy's BLAS on one thread. Its idle threads spin after every
 #: call (the reference, the comparison's norms) and took cores from the kernel being timed: a 128 x 768 x
@@ -73,104 +76,6 @@ MEASURING_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
 RETIME_BEST = 3
 RETIME_ROUNDS = 5
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One evaluated candidate with everything measured about it (what a sink stores)."""
-
-    number: int
-    values: Mapping[str, Any]
-    status: TrialStatus
-    message: str = ""
-    compile_s: float = 0.0
-    samples: Samples | None = None
-    error: float | None = None
-    resources: tuple[Mapping[str, Any], ...] = ()
-    artifact_key: str | None = None
-
-    @property
-    def latency_ms(self) -> float | None:
-        return self.samples.median_ns / 1e6 if self.samples is not None else None
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What ``on_progress`` is told after each trial."""
-
-    done: int
-    budget_trials: int | None
-    counts: Mapping[str, int]
-    best_ms: float | None
-    elapsed_s: float
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the pace so far, once a trial has ended and when the budget counts trials."""
-        if self.budget_trials is None or self.done <= 0:
-            return None
-        return self.elapsed_s / self.done * max(self.budget_trials - self.done, 0)
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    """The best schedule of a tuning, its artifact and figures, and every trial."""
-
-    spec: Mapping[str, Any]
-    target: str
-    values: Mapping[str, Any]
-    artifact: Artifact
-    samples: Samples
-    flops: int
-    min_bytes: int
-    peak_gflops: float | None
-    trials: tuple[Trial, ...]
-    stopped: str
-    study: str
-    retimed: Mapping[str, float] = field(default_factory=dict)
-    #: Whether ``peak_gflops`` was measured on the target (the cpu) or estimated from its description.
-    peak_measured: bool = False
-    #: GB/s at which the target moves ``min_bytes`` (the roofline's slope), when known; measured or not
-    #: as ``peak_measured`` says of the peak.
-    bandwidth_gbs: float | None = None
-    bandwidth_measured: bool = False
-
-    @property
-    def latency_ms(self) -> float:
-        return self.samples.median_ns / 1e6
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / self.samples.median_ns
-
-    @property
-    def gbs(self) -> float:
-        return self.min_bytes / self.samples.median_ns
-
-    @property
-    def peak_fraction(self) -> float | None:
-        """GFLOP/s over the target's compute peak (its roofline's flat part), when the peak is known."""
-        return self.gflops / self.peak_gflops if self.peak_gflops else None
-
-    @property
-    def roofline(self) -> Roofline | None:
-        """Where the best stands against the roofs (``compiler.roofline``); None unless both are known."""
-        return roofline(self.gflops, self.gbs, self.peak_gflops, self.bandwidth_gbs)
-
-    @property
-    def bound(self) -> str | None:
-        """Which roof binds this workload: ``"compute"`` or ``"memory"`` (None unless both are known)."""
-        return None if self.roofline is None else self.roofline.bound
-
-    @property
-    def roofline_fraction(self) -> float | None:
-        """The roofline's least time for this workload over the measured median: 1 is as fast as the
-        roofs allow (None unless both are known)."""
-        return None if self.roofline is None else self.roofline.fraction
-
-
-class TuneError(RuntimeError):
-    """No candidate of the space was both correct and timed: there is no result to report."""
 
 
 def _new_pool(workers: int) -> ProcessPoolExecutor:
@@ -455,4 +360,3 @@ def _no_result(trials: list[Trial]) -> str:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no trials"
     first = next((t.message.splitlines()[0] for t in trials if t.message), "")
     return f"no correct candidate was found ({summary})" + (f"; first failure: {first}" if first else "")
-
