@@ -88,10 +88,13 @@ class Condition:
         return values.get(self.param) in self.values
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _infer_kind(choices: tuple[Any, ...]) -> Kind:
     """Numbers listed in increasing order are ordinal (log2 if all are powers of two); the rest labels."""
-    numeric = all(isinstance(c, int | float) and not isinstance(c, bool) for c in choices)
-    if not numeric or len(choices) < 2 or list(choices) != sorted(choices):
+    if not all(map(_is_number, choices)) or len(choices) < 2 or list(choices) != sorted(choices):
         return Kind.CATEGORICAL
     if all(isinstance(c, int) and c > 0 and c & (c - 1) == 0 for c in choices):
         return Kind.LOG2
@@ -101,10 +104,6 @@ def _infer_kind(choices: tuple[Any, ...]) -> Kind:
 def _same(a: Any, b: Any) -> bool:
     """Equal and both or neither a bool (``True == 1`` must not make a flag a number)."""
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _nearest_number(choices: tuple[Any, ...], wanted: Any) -> list[Any]:
@@ -388,9 +387,9 @@ class Space(Generic[S]):
         """The point ``stored`` names after a trip through JSON (a tuple choice comes back as a list) as
         canonical values, or None when it is not a valid point of this space (another space's schedule).
 
-        With ``nearest``, a number that is not a choice of its parameter is replaced by the nearest choice
-        (by ratio): a schedule tuned on another device, whose space offers other block sizes (the limits
-        and caches shape a space), becomes the point of this space most like it. Other values must still
+        With ``nearest``, a number that is not a choice of an ordered parameter is replaced by the nearest
+        choice (by ratio): a schedule tuned on another device, whose space offers other block sizes (the
+        limits and caches shape a space), becomes the point of this space most like it. Labels must still
         match."""
         values: dict[str, Any] = {}
         for param in self.params:
@@ -398,7 +397,7 @@ class Space(Generic[S]):
                 continue
             wanted = stored[param.name]
             found = [c for c in param.choices if _same(c, wanted) or _same(_as_json(c), wanted)]
-            if not found and nearest:
+            if not found and nearest and param.kind is not Kind.CATEGORICAL:
                 found = _nearest_number(param.choices, wanted)
             if not found:
                 return None

@@ -155,15 +155,11 @@ def spec_summary(op: str, spec: Mapping[str, Any]) -> str:
     for name, value in spec.items():
         field = None if model is None else model.model_fields.get(name)
         default = None if field is None or field.is_required() else field.get_default(call_default_factory=True)
-        if name == "op" or (field is not None and default is not None and _as_json(default) == value):
+        if name == "op" or (field is not None and default is not None and json.loads(json.dumps(default)) == value):
             continue
         shown = "x".join(map(str, value)) if isinstance(value, list) else value
         parts.append(f"{name}={shown}")
     return " ".join(parts)
-
-
-def _as_json(value: Any) -> Any:
-    return [_as_json(v) for v in value] if isinstance(value, tuple | list) else value
 
 
 def _roofline(result: KernelResult) -> str:

@@ -91,3 +91,5 @@ def test_restore_nearest_takes_the_closest_number_and_nothing_else() -> None:
     assert space.restore({"mc": 400, "order": "ij", "unroll": 1}, nearest=True) is None  # 192 breaks the rule
     assert space.restore({"mc": 96, "order": "kj", "unroll": 1}, nearest=True) is None  # a name is not near
     assert space.restore({"mc": True, "order": "ij", "unroll": 1}, nearest=True) is None  # nor a flag
+    labels = Space(template="u", params=(Param("variant", (4, 1, 2)),), make=lambda v: v)  # numbers, no order
+    assert labels.restore({"variant": 3}, nearest=True) is None and labels.restore({"variant": 2}) == {"variant": 2}
