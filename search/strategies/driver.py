@@ -212,7 +212,10 @@ class _Loop:
         self.running = 0
         #: Points waiting in the study's queue, to be asked for before anything new is proposed.
         self.queued: set[tuple[int, ...]] = set()
-        self.history = History(space, self.records, self.taken, rng)
+        #: The template's default, then the caller's points, each evaluated before any proposal.
+        given = [v for v in (space.restore(point, nearest=True) for point in first) if v is not None]
+        self.first = [v for v in (space.default_values(), *given) if v is not None]
+        self.history = History(space, self.records, self.taken, rng, given=frozenset(map(space.key, given)))
         self.rejected: Counter[str] = Counter()
         self.best: float | None = None
         self.since_gain = 0
@@ -220,10 +223,6 @@ class _Loop:
         self.since_gain = 0  # patience counts this call's trials and those other workers add from now on
         self.started = time.monotonic()
         self.in_a_row = 0
-        #: The template's default, then the caller's points, each evaluated before any proposal.
-        given = [v for v in (space.restore(point, nearest=True) for point in first) if v is not None]
-        self.first = [v for v in (space.default_values(), *given) if v is not None]
-        self.history.given = frozenset(space.key(v) for v in given)
 
     def sync(self) -> None:
         """Read the study again: evaluated trials not yet known join the records (resumed, or another

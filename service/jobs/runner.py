@@ -144,13 +144,14 @@ def run_job(
     if mismatch:
         return _end(engine, job_id, Outcome.FAILED, mismatch)
     watch = _Watch()
+    options = {**DEFAULT_OPTIONS, **dict(job.options)}
     with session_scope(engine) as session:
         db.touch_worker(session=session, name=worker.name, job_id=job_id)
         # Trials of an earlier attempt stay; this attempt numbers its own after them.
         first_number = count_trials(session=session, job_id=job_id)
         warm = [w.schedule for w in db.warm_start_schedules(session=session, workload=job.workload,
                                                             device=job.device, toolchain=job.toolchain)
-                ] if {**DEFAULT_OPTIONS, **dict(job.options)}["warm_start"] else []
+                ] if options["warm_start"] else []
 
     def sink(trial: Trial) -> None:
         with session_scope(engine) as session:
@@ -167,7 +168,6 @@ def run_job(
     def should_stop() -> bool:
         return watch.cancelled or watch.ended_elsewhere or stopping.is_set()
 
-    options = {**DEFAULT_OPTIONS, **dict(job.options)}
     started = time.monotonic()
     try:
         spec = parse_spec(dict(job.workload.spec))

@@ -89,17 +89,15 @@ async def create_tuning(
     workload = WorkloadSpec(op=body.operator.op, spec=body.operator.model_dump(mode="json"))
     hit = await state.cached_lookup(workload, worker.device, worker.toolchain)
     if hit is not None:
-        state.metrics.hits.labels("tunings").inc()
-        return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
+        return _hit(state, hit)
     options = {"level": body.level, "seed": body.seed, "timeout_s": settings.api_trial_timeout_s,
                "warm_start": body.warm_start}
     submitted = await state.write(
         submit_unless_tuned, workload=workload, device=worker.device, toolchain=worker.toolchain,
         strategy=body.strategy, budget=budget, target=target, queue=worker.queue, options=options)
     if isinstance(submitted, CacheHit):  # a worker saved the kernel since the lookup above
-        state.uses.hit(submitted.kernel.id)
-        state.metrics.hits.labels("tunings").inc()
-        return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(submitted.kernel, submitted.exact), tuning=None)
+        state.uses.hit(submitted.kernel.id)  # counted as cached_lookup counts its hits
+        return _hit(state, submitted)
     job, created = submitted
     state.metrics.misses.labels("tunings").inc()
     if created:
@@ -121,6 +119,11 @@ async def create_tuning(
                                         tuning=convert.tuning(job, done.kernel.id))
     response.status_code = 202
     return schemas.TuningAnswer(cache="miss", kernel=None, tuning=await tuning_of(state, job))
+
+
+def _hit(state: ApiState, hit: CacheHit) -> schemas.TuningAnswer:
+    state.metrics.hits.labels("tunings").inc()
+    return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
 
 
 @router.get("/{job_id}", response_model=schemas.Tuning, responses=documented(401, 403, 404),
