@@ -151,12 +151,16 @@ def submit_unless_tuned(
     return hit
 
 
-def list_jobs(*, session: Session, status: str | None = None, limit: int = 100) -> list[JobRecord]:
+def list_jobs(*, session: Session, status: str | None = None, op: str | None = None,
+              limit: int = 100) -> list[JobRecord]:
+    """Jobs, newest first; only those with ``status``, or of the operator ``op``, when given."""
     query = _job_query().order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
     if status is not None:
         if status not in JOB_STATUSES:
             raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")
         query = query.where(Job.status == status)
+    if op is not None:
+        query = query.where(Workload.op == op)
     return [_to_record(row) for row in session.execute(query)]
 
 

@@ -146,3 +146,19 @@ def test_a_key_tuned_meanwhile_is_answered_with_its_kernel_and_no_job(engine: En
         assert [j.id for j in list_jobs(session=session)] == [first.id]
         again, created = submit_job(session=session, workload=workload, device=device, toolchain=toolchain, **job)
     assert created and again.id != first.id  # a plain submission still queues a new tuning (--force)
+
+
+def test_jobs_are_listed_newest_first_by_status_and_operator(engine: Engine, workload, device, toolchain) -> None:
+    softmax = replace(workload, op="softmax", spec={"rows": 64, "cols": 100})
+    with session_scope(engine) as session:
+        first, _ = submit_job(session=session, workload=workload, device=device, toolchain=toolchain,
+                              strategy="tpe", budget={"trials": 8})
+        second, _ = submit_job(session=session, workload=softmax, device=device, toolchain=toolchain,
+                               strategy="tpe", budget={"trials": 8})
+        start_job(session=session, job_id=second.id, worker="w1")
+    with session_scope(engine) as session:
+        assert [j.id for j in list_jobs(session=session)] == [second.id, first.id]
+        assert [j.id for j in list_jobs(session=session, op="matmul")] == [first.id]
+        assert [j.id for j in list_jobs(session=session, status="running")] == [second.id]
+        assert list_jobs(session=session, status="running", op="matmul") == []
+        assert [j.id for j in list_jobs(session=session, limit=1)] == [second.id]

@@ -1,0 +1,225 @@
+"""``warpmap tunings ls | show``: what was tuned, how far it got, and every trial it measured.
+
+A tuning is a job of the tuning database, whichever way it came: ``warpmap tune`` files one, and so
+does ``POST /v1/tunings`` (the id is the API's). Read-only: cancelling belongs to the API, whose
+dispatcher also drops the job from its queue.
+
+Examples::
+
+    warpmap tunings ls --status running
+    warpmap tunings show 12 --sort latency --limit 10
+    warpmap tunings show 12 --json | jq '.trials[] | select(.status != "ok")'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from db.errors import DatabaseError
+from db.jobs import get_job, list_jobs
+from db.records import JobRecord, TrialRecord
+from db.repository import count_trials, list_trials
+from service.cli.cache import cache_session, spec_summary
+from service.cli.errors import CliError
+from service.cli.table import print_table
+
+#: How much of a trial's message the table shows: its first line, cut here (``--json`` has it whole).
+MESSAGE_CHARS = 80
+#: Tunings are 64-bit ids in every database we support.
+_MAX_ID = 2**63 - 1
+
+
+def ls_command(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    with cache_session(args) as session:
+        jobs = list_jobs(session=session, status=args.status, op=args.op, limit=args.limit)
+    if args.json:
+        for job in jobs:
+            print(json.dumps(tuning_document(job)))
+        return 0
+    print_table(["ID", "STATUS", "OP", "TARGET", "TRIALS", "BEST_MS", "WORKER", "CREATED", "SPEC"],
+                [[job.id, job.status, job.workload.op, job.target, _trials_column(job), _best_ms(job.progress),
+                  job.worker or "-", f"{job.created_at:%Y-%m-%d %H:%M}", spec_summary(job.workload.op,
+                                                                                     job.workload.spec)]
+                 for job in jobs])
+    print(f"{len(jobs)} tuning(s)")
+    return 0
+
+
+def show_command(args: argparse.Namespace) -> int:
+    if not 0 <= args.tuning <= _MAX_ID:
+        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
+    if args.limit is not None and args.limit < 0:
+        raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
+    with cache_session(args) as session:
+        try:
+            job = get_job(session=session, job_id=args.tuning)
+        except DatabaseError as exc:
+            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+        trials = list_trials(session=session, job_id=job.id)
+        total = count_trials(session=session, job_id=job.id)
+    ordered = sort_trials(trials, args.sort)
+    # The table stops at 50 trials unless told otherwise; JSON, read by programs, has all of them.
+    limit = args.limit if args.limit is not None else (0 if args.json else 50)
+    shown = ordered[:limit] if limit else ordered
+    if args.json:
+        print(json.dumps({"tuning": tuning_document(job), "trials_total": total,
+                          "trials": [trial_document(t) for t in shown]}, indent=2))
+        return 0
+    for line in summary_lines(job, trials):
+        print(line)
+    if not trials:
+        return 0
+    print()
+    names = param_names(trials)
+    # A message column only when some trial shown has one (a failure's reason, mostly).
+    messages = any(t.result.message.strip() for t in shown)
+    print_table(["#", "STATUS", "MEDIAN_US", "P20_US", "P80_US", "COMPILE_MS", *names] + ["MESSAGE"] * messages,
+                [[t.result.number, t.result.status, _us(t.result.latency_median_us), _us(t.result.latency_p20_us),
+                  _us(t.result.latency_p80_us), _ms(t.result.compile_ms),
+                  *(_param(t.result.params.get(name)) for name in names)]
+                 + [first_line(t.result.message)] * messages
+                 for t in shown])
+    if len(shown) < len(ordered):
+        print(f"{len(shown)} of {len(ordered)} trials; --limit 0 shows all")
+    return 0
+
+
+def sort_trials(trials: Sequence[TrialRecord], how: str) -> list[TrialRecord]:
+    """In the order they ran, or fastest first with the failed ones after them, by number."""
+    if how == "number":
+        return sorted(trials, key=lambda t: (t.result.number, t.id))
+    timed = sorted((t for t in trials if t.result.latency_median_us is not None),
+                   key=lambda t: (t.result.latency_median_us, t.result.number))
+    untimed = sorted((t for t in trials if t.result.latency_median_us is None), key=lambda t: t.result.number)
+    return timed + untimed
+
+
+def summary_lines(job: JobRecord, trials: Sequence[TrialRecord]) -> list[str]:
+    """What a tuning is, where it stands and how it ended, a few lines of plain text."""
+    spec = spec_summary(job.workload.op, job.workload.spec)
+    budget = ", ".join(f"{name} {value}" for name, value in job.budget.items() if value is not None) or "none"
+    options = ", ".join(f"{name} {value}" for name, value in job.options.items())
+    lines = [
+        f"tuning {job.id}: {job.status}",
+        f"workload  {job.workload.op} {spec}".rstrip() + f" ({job.workload.key})",
+        f"target    {job.target} on {job.device.key}",
+        f"toolchain {job.toolchain.key}",
+        f"strategy  {job.strategy}; budget {budget}" + (f"; {options}" if options else ""),
+        f"times     {_times(job)}",
+    ]
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.result.status] = counts.get(trial.result.status, 0) + 1
+    timed = [t.result.latency_median_us for t in trials if t.result.latency_median_us is not None]
+    described = ", ".join(f"{count} {status}" for status, count in sorted(counts.items(), key=lambda kv: -kv[1]))
+    line = f"trials    {len(trials)}" + (f" ({described})" if described else "")
+    if timed:
+        line += f"; fastest median {min(timed):.3f} us"
+    lines.append(line)
+    if job.worker:
+        lines.append(f"worker    {job.worker} (attempt {job.attempts})")
+    if job.error:
+        lines.append(f"error     {job.error}")
+    return lines
+
+
+def param_names(trials: Sequence[TrialRecord]) -> list[str]:
+    """Every parameter name the trials have, in the order they first appear: one column each."""
+    names: dict[str, None] = {}
+    for trial in trials:
+        names.update(dict.fromkeys(trial.result.params))
+    return list(names)
+
+
+def first_line(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
+
+
+def tuning_document(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "status": job.status,
+        "op": job.workload.op,
+        "spec": dict(job.workload.spec),
+        "workload": job.workload.key,
+        "target": job.target,
+        "device": job.device.key,
+        "toolchain": job.toolchain.key,
+        "strategy": job.strategy,
+        "budget": dict(job.budget),
+        "options": dict(job.options),
+        "progress": dict(job.progress),
+        "worker": job.worker,
+        "attempts": job.attempts,
+        "error": job.error,
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
+    }
+
+
+def trial_document(trial: TrialRecord) -> dict[str, Any]:
+    result = trial.result
+    return {
+        "number": result.number,
+        "status": result.status,
+        "params": dict(result.params),
+        "message": result.message,
+        "latency_median_us": result.latency_median_us,
+        "latency_p20_us": result.latency_p20_us,
+        "latency_p80_us": result.latency_p80_us,
+        "samples": result.samples,
+        "registers": result.registers,
+        "shared_bytes": result.shared_bytes,
+        "compile_ms": result.compile_ms,
+        "created_at": _iso(trial.created_at),
+    }
+
+
+def _trials_column(job: JobRecord) -> str:
+    done = job.progress.get("trials_done")
+    budget = job.progress.get("trials_budget") or job.budget.get("trials")
+    if done is None:
+        return "-" if budget is None else f"0/{budget}"
+    return f"{done}/{budget}" if budget else str(done)
+
+
+def _best_ms(progress: Mapping[str, Any]) -> str:
+    best = progress.get("best_ms")
+    return "-" if best is None else f"{best:.4f}"
+
+
+def _times(job: JobRecord) -> str:
+    text = f"created {job.created_at:%Y-%m-%d %H:%M:%S}"
+    if job.started_at is not None:
+        text += f", started {job.started_at:%H:%M:%S}"
+    if job.finished_at is not None:
+        text += f", ended {job.finished_at:%H:%M:%S}"
+        if job.started_at is not None:
+            text += f" ({(job.finished_at - job.started_at).total_seconds():.0f} s)"
+    return text
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _param(value: Any) -> str:
+    if value is None:
+        return "-"
+    return "x".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
