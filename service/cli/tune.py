@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         if result is None:
             job.end("failed", "no correct candidate was found")
+            print(f"warpmap tune: every trial and why it failed: warpmap tunings show {job.job_id}", file=sys.stderr)
             return 1
         with session_scope(engine) as session:
             save_kernel(session=session, workload=workload, device=device, toolchain=toolchain,
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         job.end("succeeded", None)
     finally:
         engine.dispose()
-    _print({**_from_tuning(result), "warm_start": len(warm)}, args.json)
+    _print({**_from_tuning(result), "warm_start": len(warm), "tuning": job.job_id}, args.json)
     return 0
 
 
@@ -356,6 +357,8 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     table.add_row("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
         if "statuses" in report else ""))
+    if "tuning" in report:
+        table.add_row("tuning", f"{report['tuning']} (its trials: warpmap tunings show {report['tuning']})")
     if "tuned_at" in report:
         when = datetime.fromisoformat(report["tuned_at"]).strftime("%Y-%m-%d %H:%M UTC")
         table.add_row("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")

@@ -63,6 +63,7 @@ def test_tune_prints_a_table_and_progress(capsys: pytest.CaptureFixture[str], da
     assert "GFLOP/s" in captured.out and "schedule" in captured.out and "cpu: miss" in captured.out
     assert "of roofline" in captured.out and "-bound, " in captured.out
     assert "trial 2/2" in captured.err
+    assert "1 (its trials: warpmap tunings show 1)" in captured.out
     # One plain line per trial in a log: what is done of how many, the best, the counts, the time and ETA.
     first, second = (line for line in captured.err.splitlines() if line.startswith("trial "))
     assert first.startswith("trial 1/2: best ") and " 1 ok (" in first and ", ETA " in first
@@ -99,6 +100,7 @@ def test_a_tuning_is_a_job_with_every_trial_recorded(capsys: pytest.CaptureFixtu
                                                                  "warm_start": True}
     assert job.progress["trials_done"] == 3 and job.progress["trials_budget"] == 3
     assert [t.result.number for t in trials] == [0, 1, 2] == list(range(first["trials"]))
+    assert first["tuning"] == job.id  # what `warpmap tunings show` takes
     assert all(t.result.status == "ok" and t.result.latency_median_us > 0 for t in trials)
 
 
@@ -256,3 +258,16 @@ def test_the_warm_start_line_says_where_its_schedules_come_from() -> None:
         "3 schedules (this workload's best on 2 other devices and under 1 other toolchain here)")
     assert _warm_text([own, elsewhere[0]], device, toolchain) == (
         "2 schedules (this workload's best here and on 1 other device)")
+
+
+def test_a_tuning_that_finds_nothing_points_at_its_trials(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    # Builds cannot finish in 10 ms: every candidate times out, and the tuning ends without a kernel.
+    assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "2", "--timeout", "0.01",
+                 "--database-url", database]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("warpmap tune: no correct candidate was found (2 timeout)")
+    assert err[-1] == "warpmap tune: every trial and why it failed: warpmap tunings show 1"
+    assert main(["tunings", "show", "1", "--json", "--database-url", database]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["tuning"]["status"] == "failed" and shown["tuning"]["error"] == "no correct candidate was found"
+    assert [t["status"] for t in shown["trials"]] == ["timeout", "timeout"]
