@@ -32,6 +32,7 @@ from db.errors import (
 )
 from db.jobs import (
     cancel_job,
+    count_jobs,
     end_job,
     get_job,
     list_jobs,
@@ -96,6 +97,7 @@ __all__ = [
     "authenticate_api_key",
     "cache_stats",
     "cancel_job",
+    "count_jobs",
     "count_trials",
     "create_api_key",
     "create_engine_for",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, select, text, update
+from sqlalchemy import Select, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from db.errors import ConflictError, NotFoundError
@@ -151,17 +151,28 @@ def submit_unless_tuned(
     return hit
 
 
-def list_jobs(*, session: Session, status: str | None = None, op: str | None = None,
-              limit: int = 100) -> list[JobRecord]:
-    """Jobs, newest first; only those with ``status``, or of the operator ``op``, when given."""
-    query = _job_query().order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+def _job_filter(query: Select[Any], status: str | None, op: str | None) -> Select[Any]:
     if status is not None:
         if status not in JOB_STATUSES:
             raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")
         query = query.where(Job.status == status)
     if op is not None:
         query = query.where(Workload.op == op)
-    return [_to_record(row) for row in session.execute(query)]
+    return query
+
+
+def list_jobs(*, session: Session, status: str | None = None, op: str | None = None, limit: int = 100,
+              offset: int = 0) -> list[JobRecord]:
+    """Jobs, newest first; only those with ``status``, or of the operator ``op``, when given;
+    ``limit``/``offset`` page through them."""
+    query = _job_filter(_job_query(), status, op).order_by(Job.created_at.desc(), Job.id.desc())
+    return [_to_record(row) for row in session.execute(query.limit(limit).offset(offset))]
+
+
+def count_jobs(*, session: Session, status: str | None = None, op: str | None = None) -> int:
+    """How many jobs :func:`list_jobs` would list with these filters and no limit."""
+    query = select(func.count(Job.id)).select_from(Job).join(Workload, Job.workload_id == Workload.id)
+    return session.execute(_job_filter(query, status, op)).scalar_one()
 
 
 def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:

@@ -232,6 +232,13 @@ class Client:
         """``GET /v1/tunings/{id}``."""
         return Tuning.parse(self._json("GET", f"/v1/tunings/{int(tuning_id)}"))
 
+    def tunings(self, status: str | None = None, op: str | None = None, limit: int = 50, *,
+                offset: int = 0) -> list[Tuning]:
+        """``GET /v1/tunings``: one page of the tunings, newest first, filtered by status and operator."""
+        params = {k: v for k, v in {"status": status, "op": op}.items() if v is not None}
+        data = self._json("GET", "/v1/tunings", params={**params, "limit": limit, "offset": offset})
+        return [Tuning.parse(item) for item in data.get("items", ())]
+
     def cancel(self, tuning_id: int) -> Tuning:
         """``DELETE /v1/tunings/{id}``: the job stops after its current trial; :class:`ConflictError` if it
         already ended."""

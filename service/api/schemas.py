@@ -204,6 +204,10 @@ class KernelPage(Page):
     items: list[KernelSummary]
 
 
+class TuningPage(Page):
+    items: list[Tuning]
+
+
 class Worker(BaseModel):
     name: str
     target: str

@@ -121,6 +121,9 @@ class Service:
                 return httpx.Response(409, json={"detail": f"tuning 41 already {self.job['status']}"})
             self.job = self._tuning("cancelled")
             return httpx.Response(200, json=self.job)
+        if (method, path) == ("GET", "/v1/tunings"):
+            items = [self._tuning("succeeded", kernel_id=self.kernel["id"]), self._tuning("running", id=40)]
+            return httpx.Response(200, json={"items": items, "total": 2, "limit": 50, "offset": 0})
         if method == "GET" and path == f"/v1/kernels/{self.kernel['id']}":
             return httpx.Response(200, json=self.kernel)
         if (method, path) == ("GET", "/v1/kernels"):
@@ -242,6 +245,15 @@ def test_kernels_lists_summaries_with_the_filters_sent(kernel_json) -> None:
     params = service.requests[0].url.params
     assert (params["op"], params["dtype"], params["limit"], params["offset"]) == ("matmul", "float32", "10", "0")
     assert "device" not in params
+
+
+def test_tunings_lists_a_page_with_the_filters_sent(kernel_json) -> None:
+    service = Service(kernel_json)
+    done, running = _client(service).tunings(status="running", limit=10, offset=20)
+    assert (done.id, done.status, done.kernel_id) == (41, "succeeded", 7)
+    assert (running.id, running.status, running.kernel_id) == (40, "running", None)
+    params = service.requests[0].url.params
+    assert (params["status"], params["limit"], params["offset"]) == ("running", "10", "20") and "op" not in params
 
 
 def test_errors_carry_the_services_detail(kernel_json) -> None:

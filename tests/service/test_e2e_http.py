@@ -80,6 +80,9 @@ def test_two_workloads_tuned_over_http_survive_a_killed_worker(
             assert len(points) == len(set(points)), "a point was measured twice"
             assert 8 <= len(trials) <= 9  # the trial cut short by the kill may be recorded too
         assert client.trials(victim.id)[:len(kept)] == kept  # the killed attempt's trials, kept as they were
+        listed = client.tunings(status="succeeded")
+        assert {t.id for t in listed} == {j.id for j in jobs} and all(t.kernel_id for t in listed)
+        assert [t.id for t in client.tunings(op="softmax")] == [jobs[0].id]
         assert done[victim.id].attempts == 2 and done[victim.id].worker is None
 
         again, tuning = client.submit(SOFTMAX, target="cpu", budget=budget, level=2)

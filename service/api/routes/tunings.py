@@ -1,4 +1,5 @@
-"""``/v1/tunings``: a kernel from the cache or a tuning job; a job's state, its trials, cancelling it.
+"""``/v1/tunings``: a kernel from the cache or a tuning job; the jobs, a page at a time; a job's state, its
+trials, cancelling it.
 
 ``POST`` answers from the cache when it can (200, ``"cache": "hit"``), else submits a job (202): an
 identical request while one is queued or running joins it (``db.submit_job`` keeps one active job
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request, Response
 
-from db import cancel_job, count_trials, get_job, list_trials, lookup_kernel, submit_unless_tuned
+from db import cancel_job, count_jobs, count_trials, get_job, list_jobs, list_trials, lookup_kernel, submit_unless_tuned
 from db.models import ACTIVE_JOB_STATUSES
 from db.records import CacheHit, JobRecord, WorkloadSpec
 from service.api import convert, schemas
@@ -124,6 +125,32 @@ async def create_tuning(
 def _hit(state: ApiState, hit: CacheHit) -> schemas.TuningAnswer:
     state.metrics.hits.labels("tunings").inc()
     return schemas.TuningAnswer(cache="hit", kernel=convert.kernel(hit.kernel, hit.exact), tuning=None)
+
+
+@router.get("", response_model=schemas.TuningPage, responses=documented(401, 403),
+            summary="Tunings, newest first, a page at a time")
+async def list_tunings(
+    _: ReadKey,
+    state: State,
+    status: Annotated[schemas.JobStatus | None, Query(description="only tunings with this status")] = None,
+    op: Annotated[str | None, Query(pattern=r"^[a-z0-9_]{1,64}$", description="operator name")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=schemas.MAX_ID)] = 0,
+) -> schemas.TuningPage:
+    items, total = await state.read(_tuning_page, status=status, op=op, limit=limit, offset=offset)
+    return schemas.TuningPage(items=items, total=total, limit=limit, offset=offset)
+
+
+def _tuning_page(*, session: Any, status: str | None, op: str | None, limit: int,
+                 offset: int) -> tuple[list[schemas.Tuning], int]:
+    """One page of tunings, each with the id of its key's cached kernel as ``GET /v1/tunings/{id}`` gives
+    it, read in one session."""
+    items = []
+    for job in list_jobs(session=session, status=status, op=op, limit=limit, offset=offset):
+        hit = lookup_kernel(session=session, workload=job.workload, device=job.device, toolchain=job.toolchain,
+                            record_hit=False)
+        items.append(convert.tuning(job, None if hit is None else hit.kernel.id))
+    return items, count_jobs(session=session, status=status, op=op)
 
 
 @router.get("/{job_id}", response_model=schemas.Tuning, responses=documented(401, 403, 404),

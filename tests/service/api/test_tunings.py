@@ -150,6 +150,32 @@ def test_trials_come_in_pages(api: Any) -> None:
     assert api.client.get("/v1/tunings/424242/trials", headers=api.headers("read")).status_code == 404
 
 
+def test_tunings_are_listed_newest_first_filtered_and_paged(api: Any) -> None:
+    softmax = {"op": "softmax", "rows": 64, "cols": 100}
+    ids = [api.client.post("/v1/tunings", json={"operator": operator}, headers=api.headers()).json()["tuning"]["id"]
+           for operator in (api.matmul, softmax, {**api.matmul, "m": 96})]
+    job = api.db(start_job, job_id=ids[0], worker="cpu-0")
+    kernel_id = api.store(api.matmul)
+    api.db(end_job, job_id=ids[0], status="succeeded")
+    api.db(start_job, job_id=ids[1], worker="cpu-0")
+    read = api.headers("read")
+    page = api.client.get("/v1/tunings", headers=read).json()
+    assert [t["id"] for t in page["items"]] == ids[::-1] and page["total"] == 3
+    assert (page["limit"], page["offset"]) == (50, 0)
+    done = page["items"][2]
+    assert done["status"] == "succeeded" and done["kernel_id"] == kernel_id and done["worker"] is None
+    assert done["operator"]["m"] == api.matmul["m"] and done["device"]["key"] == job.device.key
+    assert page["items"][1]["status"] == "running" and page["items"][1]["kernel_id"] is None
+    for query, expected, total in (("?status=queued", [ids[2]], 1), ("?op=softmax", [ids[1]], 1),
+                                   ("?op=matmul&limit=1&offset=1", [ids[0]], 2), ("?status=failed", [], 0)):
+        page = api.client.get(f"/v1/tunings{query}", headers=read).json()
+        assert ([t["id"] for t in page["items"]], page["total"]) == (expected, total), query
+    for query, field in (("?status=paused", "status"), ("?limit=0", "limit"), ("?op=Mat%20mul", "op")):
+        bad = api.client.get(f"/v1/tunings{query}", headers=read)
+        assert bad.status_code == 422 and field in bad.text, query
+    assert api.client.get("/v1/tunings").status_code == 401
+
+
 def test_cancel_stops_an_active_job_once(api: Any) -> None:
     job_id = api.client.post("/v1/tunings", json={"operator": api.matmul}, headers=api.headers()).json()["tuning"]["id"]
     cancelled = api.client.delete(f"/v1/tunings/{job_id}", headers=api.headers())
