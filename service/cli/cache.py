@@ -182,23 +182,76 @@ def _described(kernel: CachedKernel, *, with_source: bool) -> dict[str, Any]:
 
 
 def show_command(args: argparse.Namespace) -> int:
-    """By id: one JSON object. By workload key: a JSON list, one entry per device and toolchain."""
+    """A kernel by id, or every kernel of a workload key (one per device and toolchain): a summary each,
+    with ``--source`` its source; with ``--json`` one JSON object by id, a JSON list by workload key."""
     with cache_session(args) as session:
         if _ID.fullmatch(args.kernel):
             if int(args.kernel) > _MAX_ID:
                 raise CliError(f"no cached kernel with id {args.kernel}: ids are at most {_MAX_ID}")
             try:
-                kernel = get_kernel(session=session, kernel_id=int(args.kernel))
+                kernels = [get_kernel(session=session, kernel_id=int(args.kernel))]
             except DatabaseError as exc:
                 raise CliError(f"{exc} (see `warpmap cache ls`)") from exc
-            print(json.dumps(_described(kernel, with_source=args.source), indent=2, sort_keys=True))
-            return 0
-        kernels = list_kernels(session=session, where=KernelFilter(workload=args.kernel))
+        else:
+            kernels = list_kernels(session=session, where=KernelFilter(workload=args.kernel))
     if not kernels:
         raise CliError(f"no cached kernel with id or workload key {args.kernel!r} (see `warpmap cache ls`)")
-    described = [_described(k, with_source=args.source) for k in kernels]
-    print(json.dumps(described, indent=2, sort_keys=True))
+    if args.json:
+        described = [_described(k, with_source=args.source) for k in kernels]
+        print(json.dumps(described[0] if _ID.fullmatch(args.kernel) else described, indent=2, sort_keys=True))
+        return 0
+    print("\n\n".join("\n".join(summary_lines(k) + (source_lines(k.result) if args.source else []))
+                      for k in kernels))
     return 0
+
+
+def summary_lines(kernel: CachedKernel) -> list[str]:
+    """A cached kernel in a few lines: what it computes, where, how fast, against which roofs."""
+    result = kernel.result
+    spec = spec_summary(kernel.workload.op, kernel.workload.spec)
+    latency = f"{result.latency_us:.3f} us"
+    if result.latency_p20_us is not None and result.latency_p80_us is not None:
+        latency += f" (p20 {result.latency_p20_us:.3f}, p80 {result.latency_p80_us:.3f})"
+    rates = [f"{value:.1f} {unit}" for value, unit in ((result.gflops, "GFLOP/s"), (result.gbs, "GB/s"))
+             if value is not None]
+    roofs = [f"{value:.0f} {unit}" for value, unit in ((result.peak_gflops, "GFLOP/s peak"),
+                                                       (result.bandwidth_gbs, "GB/s"))
+             if value is not None]
+    place = stored_roofline(result)
+    launches = (result.program or {}).get("launches") or [
+        {"entry": result.entry, "grid": result.grid, "block": result.block, "shared_bytes": result.shared_bytes}]
+    lines = [
+        f"kernel {kernel.id}: {kernel.workload.op} {spec}".rstrip() + f" ({kernel.workload.key})",
+        f"device    {kernel.device.key}",
+        f"toolchain {kernel.toolchain.key}",
+        f"schedule  {', '.join(f'{k}={v}' for k, v in result.schedule.items())}",
+        f"latency   {latency}" + (f"; {', '.join(rates)}" if rates else ""),
+    ]
+    if place is not None:
+        lines.append(f"roofline  {100 * place.fraction:.0f}% {place.bound}-bound, of the tuning's roofs "
+                     f"({', '.join(roofs)})")
+    lines += [
+        f"tuned     {kernel.created_at:%Y-%m-%d %H:%M} in {result.trials_used} trials; updated "
+        f"{kernel.updated_at:%Y-%m-%d %H:%M}; served {kernel.hits} time(s)",
+        "launches  " + "; ".join(f"{launch['entry']} grid {_dims(launch['grid'])} block {_dims(launch['block'])}"
+                                  + (f" shared {launch['shared_bytes']} B" if launch.get("shared_bytes") else "")
+                                  for launch in launches),
+        f"size      {human_bytes(kernel.size_bytes)} (binary {human_bytes(len(result.binary or b''))})",
+    ]
+    return lines
+
+
+def source_lines(result: KernelResult) -> list[str]:
+    """Each launch's source under a heading (the kernel's own source when it has a single launch)."""
+    launches = (result.program or {}).get("launches") or [{"entry": result.entry, "source": result.source}]
+    lines: list[str] = []
+    for launch in launches:
+        lines += ["", f"--- source of {launch['entry']} ---", launch["source"].rstrip("\n")]
+    return lines
+
+
+def _dims(values: Any) -> str:
+    return "x".join(str(v) for v in values)
 
 
 def stats_command(args: argparse.Namespace) -> int:

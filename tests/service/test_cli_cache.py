@@ -107,7 +107,7 @@ def test_ls_lists_and_filters(db_url: str, capsys: Capture) -> None:
 def test_show_prints_one_kernel(db_url: str, capsys: Capture) -> None:
     assert cache(db_url, "ls", "--op", "softmax", "--json") == 0
     kernel_id = json.loads(capsys.readouterr().out)["id"]
-    assert cache(db_url, "show", str(kernel_id)) == 0
+    assert cache(db_url, "show", str(kernel_id), "--json") == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["id"], shown["workload_key"], shown["kernel"]["latency_us"]) == (
         kernel_id,
@@ -115,14 +115,33 @@ def test_show_prints_one_kernel(db_url: str, capsys: Capture) -> None:
         2.0,
     )
     assert shown["kernel"]["binary_b64"] == "<32 bytes>" and "--source" in shown["kernel"]["source"]
-    assert cache(db_url, "show", str(kernel_id), "--source") == 0
+    assert cache(db_url, "show", str(kernel_id), "--source", "--json") == 0
     assert "void sm()" in json.loads(capsys.readouterr().out)["kernel"]["source"]
 
 
+def test_show_summarises_a_kernel_and_prints_its_source_when_asked(db_url: str, capsys: Capture) -> None:
+    assert cache(db_url, "ls", "--op", "softmax", "--json") == 0
+    kernel_id = json.loads(capsys.readouterr().out)["id"]
+    assert cache(db_url, "show", str(kernel_id)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"kernel {kernel_id}: softmax rows=1024 cols=256 ({SOFTMAX.key})"
+    assert lines[1] == f"device    {H100.key}" and lines[3] == "schedule  tile=[64, 64]"
+    assert lines[4] == "latency   2.000 us; 5.0 GFLOP/s, 60.0 GB/s"
+    assert lines[5] == "roofline  80% memory-bound, of the tuning's roofs (400 GFLOP/s peak, 75 GB/s)"
+    assert " in 12 trials; updated " in lines[6] and lines[6].endswith("; served 0 time(s)")
+    assert lines[7] == "launches  sm grid 4x4x1 block 256x1x1" and "void sm()" not in "\n".join(lines)
+    assert cache(db_url, "show", str(kernel_id), "--source") == 0
+    out = capsys.readouterr().out
+    assert out.endswith("--- source of sm ---\nextern \"C\" __global__ void sm() {}\n")
+
+
 def test_show_by_workload_key_lists_every_device(db_url: str, capsys: Capture) -> None:
-    assert cache(db_url, "show", MATMUL.key) == 0
+    assert cache(db_url, "show", MATMUL.key, "--json") == 0
     shown = json.loads(capsys.readouterr().out)
     assert sorted(k["device_key"] for k in shown) == sorted([H100.key, A100.key])
+    assert cache(db_url, "show", MATMUL.key) == 0
+    blocks = capsys.readouterr().out.split("\n\n")
+    assert sorted(block.splitlines()[1].split()[1] for block in blocks) == sorted([H100.key, A100.key])
     assert cache(db_url, "ls", "--workload", SOFTMAX.key, "--json") == 0
     assert json.loads(capsys.readouterr().out)["workload"] == SOFTMAX.key
 

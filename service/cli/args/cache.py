@@ -34,7 +34,9 @@ def register(subparsers: Any) -> None:
 
     show = command("show", "print a cached kernel, by id or by workload key")
     show.add_argument("kernel", help="kernel id or workload key, as printed by `warpmap cache ls`")
-    show.add_argument("--source", action="store_true", help="include the CUDA source")
+    show.add_argument("--source", action="store_true", help="include the source (CUDA, or C++ for the cpu)")
+    show.add_argument("--json", action="store_true",
+                      help="the record as JSON (an object by id, a list by workload key); binaries left out")
 
     stats = command("stats", "number of kernels and bytes, by device and operator")
     stats.add_argument("--json", action="store_true", help="print rows and bytes as JSON")
