@@ -11,15 +11,25 @@ executor's own restart (embedded), decide when a job whose worker died runs agai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, text, update
+from sqlalchemy import Select, and_, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from db.errors import ConflictError, NotFoundError
-from db.models import ACTIVE_JOB_PREDICATE, ACTIVE_JOB_STATUSES, JOB_STATUSES, Device, Job, Toolchain, Workload, utcnow
+from db.models import (
+    ACTIVE_JOB_PREDICATE,
+    ACTIVE_JOB_STATUSES,
+    JOB_STATUSES,
+    Device,
+    Job,
+    Kernel,
+    Toolchain,
+    Workload,
+    utcnow,
+)
 from db.records import CacheHit, DeviceInfo, JobRecord, ToolchainInfo, WorkloadSpec
 from db.repository import (
     device_info,
@@ -173,6 +183,20 @@ def count_jobs(*, session: Session, status: str | None = None, op: str | None = 
     """How many jobs :func:`list_jobs` would list with these filters and no limit."""
     query = select(func.count(Job.id)).select_from(Job).join(Workload, Job.workload_id == Workload.id)
     return session.execute(_job_filter(query, status, op)).scalar_one()
+
+
+def job_kernel_ids(*, session: Session, job_ids: Sequence[int]) -> dict[int, int]:
+    """The id of the cached kernel of each job's key, for the jobs whose key has one (whichever job filed
+    it): one query that reads no kernel's source or binary."""
+    if not job_ids:
+        return {}
+    query = (
+        select(Job.id, Kernel.id)
+        .join(Kernel, and_(Kernel.workload_id == Job.workload_id, Kernel.device_id == Job.device_id,
+                           Kernel.toolchain_id == Job.toolchain_id))
+        .where(Job.id.in_(list(job_ids)))
+    )
+    return dict(session.execute(query).tuples().all())
 
 
 def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:

@@ -12,11 +12,14 @@ from db import (
     NotFoundError,
     TrialResult,
     cancel_job,
+    count_jobs,
     count_trials,
     end_job,
     get_job,
+    job_kernel_ids,
     list_jobs,
     list_trials,
+    lookup_kernel,
     record_trial,
     session_scope,
     start_job,
@@ -162,3 +165,21 @@ def test_jobs_are_listed_newest_first_by_status_and_operator(engine: Engine, wor
         assert [j.id for j in list_jobs(session=session, status="running")] == [second.id]
         assert list_jobs(session=session, status="running", op="matmul") == []
         assert [j.id for j in list_jobs(session=session, limit=1)] == [second.id]
+        assert [j.id for j in list_jobs(session=session, limit=1, offset=1)] == [first.id]
+        assert (count_jobs(session=session), count_jobs(session=session, op="softmax"),
+                count_jobs(session=session, status="queued", op="softmax")) == (2, 1, 0)
+
+
+def test_a_jobs_kernel_id_is_its_keys_whichever_job_filed_it(engine: Engine, job_id: int, workload, device,
+                                                             toolchain) -> None:
+    with session_scope(engine) as session:
+        assert job_kernel_ids(session=session, job_ids=[job_id]) == {}
+        save_kernel(session=session, workload=workload, device=device, toolchain=toolchain, result=kernel_result(9.0))
+        hit = lookup_kernel(session=session, workload=workload, device=device, toolchain=toolchain, record_hit=False)
+        assert hit is not None
+        kernel_id = hit.kernel.id
+        other, _ = submit_job(session=session, workload=workload, device=replace(device, driver="1"),
+                              toolchain=toolchain, strategy="tpe", budget={})
+    with session_scope(engine) as session:
+        assert job_kernel_ids(session=session, job_ids=[job_id, other.id]) == {job_id: kernel_id}
+        assert job_kernel_ids(session=session, job_ids=[]) == {}

@@ -18,7 +18,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request, Response
 
-from db import cancel_job, count_jobs, count_trials, get_job, list_jobs, list_trials, lookup_kernel, submit_unless_tuned
+from db import (
+    cancel_job,
+    count_jobs,
+    count_trials,
+    get_job,
+    job_kernel_ids,
+    list_jobs,
+    list_trials,
+    lookup_kernel,
+    submit_unless_tuned,
+)
 from db.models import ACTIVE_JOB_STATUSES
 from db.records import CacheHit, JobRecord, WorkloadSpec
 from service.api import convert, schemas
@@ -145,12 +155,10 @@ def _tuning_page(*, session: Any, status: str | None, op: str | None, limit: int
                  offset: int) -> tuple[list[schemas.Tuning], int]:
     """One page of tunings, each with the id of its key's cached kernel as ``GET /v1/tunings/{id}`` gives
     it, read in one session."""
-    items = []
-    for job in list_jobs(session=session, status=status, op=op, limit=limit, offset=offset):
-        hit = lookup_kernel(session=session, workload=job.workload, device=job.device, toolchain=job.toolchain,
-                            record_hit=False)
-        items.append(convert.tuning(job, None if hit is None else hit.kernel.id))
-    return items, count_jobs(session=session, status=status, op=op)
+    jobs = list_jobs(session=session, status=status, op=op, limit=limit, offset=offset)
+    kernels = job_kernel_ids(session=session, job_ids=[job.id for job in jobs])
+    return [convert.tuning(job, kernels.get(job.id)) for job in jobs], count_jobs(session=session, status=status,
+                                                                                  op=op)
 
 
 @router.get("/{job_id}", response_model=schemas.Tuning, responses=documented(401, 403, 404),
