@@ -196,7 +196,7 @@ def job_kernel_ids(*, session: Session, job_ids: Sequence[int]) -> dict[int, int
                            Kernel.toolchain_id == Job.toolchain_id))
         .where(Job.id.in_(list(job_ids)))
     )
-    return dict(session.execute(query).tuples().all())
+    return dict(session.execute(query).all())
 
 
 def cancel_job(*, session: Session, job_id: int, now: datetime | None = None) -> JobRecord:
