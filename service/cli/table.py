@@ -42,15 +42,16 @@ def _is_number(text: str) -> bool:
 
 def rich_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, title: str | None = None) -> Table:
     """``rows`` under ``header`` as a rich table: a column of numbers (``-`` for none) aligns right; the
-    last column is free text, the only one that may fold on a narrow terminal."""
+    last column, the only one that may fold on a narrow terminal, is free text unless all of it is
+    numbers."""
     cells = [[format_value(v) for v in row] for row in rows]
     table = Table(box=HEADER_RULE, show_edge=False, pad_edge=False, collapse_padding=True, highlight=False, title=title,
                   title_justify="left")
     last = len(header) - 1
     for index, name in enumerate(header):
         column = [row[index] for row in cells]
-        numeric = index < last and any(_is_number(c) for c in column) and all(
-            _is_number(c) or c in ("", "-") for c in column)
+        numeric = any(_is_number(c) for c in column) and all(
+            _is_number(c) or c in (("", "-") if index < last else ()) for c in column)
         table.add_column(name, justify="right" if numeric else "left", no_wrap=index < last,
                          overflow="fold")
     for row in cells:

@@ -20,6 +20,11 @@ def test_columns_align_and_the_last_is_free_text():
     ]
 
 
+def test_a_last_column_of_numbers_aligns_right():
+    text = format_table(["#", "rows"], [[0, 1], [1, 32]])
+    assert text.splitlines() == ["#  rows", "-- ----", "0     1", "1    32"]
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
