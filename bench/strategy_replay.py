@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="add the hybrid strategy with these options (repeatable)")
     parser.add_argument("--budgets", default="25,50,100,200")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the seeds are this one and the next ones (default 0: seeds 0 to --seeds - 1)")
     parser.add_argument("--warm-from", default="", metavar="F.json.gz,...",
                         help="start our strategies with the best configuration of each of these files (a cache "
                              "that holds the same space tuned on other devices)")
@@ -191,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         budgets = sorted({int(b) for b in args.budgets.split(",")})
-        if not budgets or budgets[0] <= 0 or args.seeds <= 0:
-            raise ValueError("budgets and seeds must be positive")
+        if not budgets or budgets[0] <= 0 or args.seeds <= 0 or args.first_seed < 0:
+            raise ValueError("budgets and seeds must be positive, and the first seed 0 or more")
         variants = [hybrid_variant(options) for options in args.hybrid]
         replay = load(args.file)
         warm = [best_values(load(Path(f))) for f in args.warm_from.split(",") if f.strip()]
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         name = strategy if isinstance(strategy, str) else strategy.name
         started = time.monotonic()
         per_seed = []
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             if name.startswith("kt:"):
                 assert runner is not None
                 per_seed.append(runner.run(name[3:], seed, budgets[-1]))

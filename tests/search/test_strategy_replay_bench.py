@@ -84,3 +84,23 @@ def test_warm_from_starts_our_strategies_at_the_other_files_best(tmp_path, capsy
     assert rows["random, warm from 1 file"]["qualities"] == [1.0, 1.0, 1.0]
     assert bench.main(["--file", str(here), "--warm-from", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_first_seed_runs_later_seeds_alone(tmp_path, capsys) -> None:
+    import json
+
+    path = tmp_path / "grid_T4.json"
+    path.write_text(json.dumps({"results": [
+        {"configuration": {"x": x, "y": y}, "invalidity": "correct",
+         "times": {"runtimes": [1.0 + (x * 7 + y * 3) % 11]}} for x in range(1, 9) for y in range(1, 9)]}))
+    bench = _bench()
+
+    def qualities(*extra: str) -> list[float]:
+        assert bench.main(["--file", str(path), "--strategies", "random", "--budgets", "3", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["results"][0]["qualities"]
+
+    four = qualities("--seeds", "4")
+    assert four[:2] != four[2:]  # so that the check below can tell the seeds apart
+    assert qualities("--seeds", "2", "--first-seed", "2") == four[2:]
+    assert bench.main(["--file", str(path), "--first-seed", "-1"]) == 2
+    assert "first seed" in capsys.readouterr().err
