@@ -22,7 +22,7 @@ from typing import Any
 from db.errors import DatabaseError
 from db.jobs import get_job, list_jobs
 from db.records import JobRecord, TrialRecord
-from db.repository import count_trials, list_trials
+from db.repository import list_trials
 from service.cli.cache import cache_session, spec_summary
 from service.cli.errors import CliError
 from service.cli.table import print_table
@@ -62,13 +62,12 @@ def show_command(args: argparse.Namespace) -> int:
         except DatabaseError as exc:
             raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
         trials = list_trials(session=session, job_id=job.id)
-        total = count_trials(session=session, job_id=job.id)
     ordered = sort_trials(trials, args.sort)
     # The table stops at 50 trials unless told otherwise; JSON, read by programs, has all of them.
     limit = args.limit if args.limit is not None else (0 if args.json else 50)
     shown = ordered[:limit] if limit else ordered
     if args.json:
-        print(json.dumps({"tuning": tuning_document(job), "trials_total": total,
+        print(json.dumps({"tuning": tuning_document(job), "trials_total": len(trials),
                           "trials": [trial_document(t) for t in shown]}, indent=2))
         return 0
     for line in summary_lines(job, trials):
