@@ -203,8 +203,8 @@ class _JobRecorder:
                                                "warm_start": not args.cold})
             if not created and not _abandoned(job.worker):
                 raise CliError(f"this workload is being tuned on this device now (job {job.id}, {job.status}"
-                               f"{f' on {job.worker}' if job.worker else ''}); wait for it, or cancel it with "
-                               f"DELETE /v1/tunings/{job.id}")
+                               f"{f' on {job.worker}' if job.worker else ''}); follow it with `warpmap tunings "
+                               f"show {job.id}`, or cancel it with DELETE /v1/tunings/{job.id}")
             start_job(session=session, job_id=job.id, worker=default_worker_name(f"tune:{target}"))
             return cls(engine, job.id, count_trials(session=session, job_id=job.id))
 

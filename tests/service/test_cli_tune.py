@@ -166,7 +166,9 @@ def test_a_workload_tuned_elsewhere_now_is_refused_and_a_dead_tune_s_job_taken_o
                                 strategy="default", budget={"trials": 3}, target="cpu", queue=queue_name("cpu", device))
             start_job(session=session, job_id=job.id, worker="some-host:1:cpu")
         assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "3", "--database-url", database]) == 2
-        assert f"being tuned on this device now (job {job.id}, running on some-host:1:cpu)" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert f"being tuned on this device now (job {job.id}, running on some-host:1:cpu)" in err
+        assert f"follow it with `warpmap tunings show {job.id}`" in err
         with session_scope(engine) as session:  # a `warpmap tune` of this host that died: pid 2**22 + 1 never runs
             start_job(session=session, job_id=job.id, worker=f"{socket.gethostname()}:{2**22 + 1}:tune:cpu")
         assert _tune(capsys, database)["cache"] == "miss"
