@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -165,21 +166,8 @@ def tuning_document(job: JobRecord) -> dict[str, Any]:
 
 
 def trial_document(trial: TrialRecord) -> dict[str, Any]:
-    result = trial.result
-    return {
-        "number": result.number,
-        "status": result.status,
-        "params": dict(result.params),
-        "message": result.message,
-        "latency_median_us": result.latency_median_us,
-        "latency_p20_us": result.latency_p20_us,
-        "latency_p80_us": result.latency_p80_us,
-        "samples": result.samples,
-        "registers": result.registers,
-        "shared_bytes": result.shared_bytes,
-        "compile_ms": result.compile_ms,
-        "created_at": _iso(trial.created_at),
-    }
+    """Every field of the trial as stored, and when it was recorded."""
+    return {**asdict(trial.result), "created_at": _iso(trial.created_at)}
 
 
 def _trials_column(job: JobRecord) -> str:
