@@ -40,13 +40,13 @@ from db.repository import get_kernel
 from db.session import create_engine_for, session_scope
 from service.cli.db import database_url, describe_revision, shown
 from service.cli.errors import CliError
-from service.cli.table import print_table
+from service.cli.table import format_value, print_table
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _ID = re.compile(r"[0-9]+")
-#: Kernel ids are 64-bit signed integers in every database we support.
-_MAX_ID = 2**63 - 1
+#: Kernel and tuning ids are 64-bit signed integers in every database we support.
+MAX_ID = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -157,7 +157,7 @@ def spec_summary(op: str, spec: Mapping[str, Any]) -> str:
         default = None if field is None or field.is_required() else field.get_default(call_default_factory=True)
         if name == "op" or (field is not None and default is not None and json.loads(json.dumps(default)) == value):
             continue
-        shown = "x".join(map(str, value)) if isinstance(value, list) else value
+        shown = format_value(tuple(value)) if isinstance(value, list) else value
         parts.append(f"{name}={shown}")
     return " ".join(parts)
 
@@ -186,8 +186,8 @@ def show_command(args: argparse.Namespace) -> int:
     with ``--source`` its source; with ``--json`` one JSON object by id, a JSON list by workload key."""
     with cache_session(args) as session:
         if _ID.fullmatch(args.kernel):
-            if int(args.kernel) > _MAX_ID:
-                raise CliError(f"no cached kernel with id {args.kernel}: ids are at most {_MAX_ID}")
+            if int(args.kernel) > MAX_ID:
+                raise CliError(f"no cached kernel with id {args.kernel}: ids are at most {MAX_ID}")
             try:
                 kernels = [get_kernel(session=session, kernel_id=int(args.kernel))]
             except DatabaseError as exc:
@@ -233,7 +233,8 @@ def summary_lines(kernel: CachedKernel) -> list[str]:
     lines += [
         f"tuned     {kernel.created_at:%Y-%m-%d %H:%M} in {result.trials_used} trials; updated "
         f"{kernel.updated_at:%Y-%m-%d %H:%M}; served {kernel.hits} time(s)",
-        "launches  " + "; ".join(f"{launch['entry']} grid {_dims(launch['grid'])} block {_dims(launch['block'])}"
+        "launches  " + "; ".join(f"{launch['entry']} grid {format_value(tuple(launch['grid']))} "
+                                  f"block {format_value(tuple(launch['block']))}"
                                   + (f" shared {launch['shared_bytes']} B" if launch.get("shared_bytes") else "")
                                   for launch in launches),
         f"size      {human_bytes(kernel.size_bytes)} (binary {human_bytes(len(result.binary or b''))})",
@@ -248,10 +249,6 @@ def source_lines(result: KernelResult) -> list[str]:
     for launch in launches:
         lines += ["", f"--- source of {launch['entry']} ---", launch["source"].rstrip("\n")]
     return lines
-
-
-def _dims(values: Any) -> str:
-    return "x".join(str(v) for v in values)
 
 
 def stats_command(args: argparse.Namespace) -> int:

@@ -24,14 +24,12 @@ from db.errors import DatabaseError
 from db.jobs import get_job, list_jobs
 from db.records import JobRecord, TrialRecord
 from db.repository import list_trials
-from service.cli.cache import cache_session, spec_summary
+from service.cli.cache import MAX_ID, cache_session, spec_summary
 from service.cli.errors import CliError
 from service.cli.table import print_table
 
 #: How much of a trial's message the table shows: its first line, cut here (``--json`` has it whole).
 MESSAGE_CHARS = 80
-#: Tunings are 64-bit ids in every database we support.
-_MAX_ID = 2**63 - 1
 
 
 def ls_command(args: argparse.Namespace) -> int:
@@ -53,7 +51,7 @@ def ls_command(args: argparse.Namespace) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
-    if not 0 <= args.tuning <= _MAX_ID:
+    if not 0 <= args.tuning <= MAX_ID:
         raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
     if args.limit is not None and args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -91,9 +89,10 @@ def show_command(args: argparse.Namespace) -> int:
 
 
 def sort_trials(trials: Sequence[TrialRecord], how: str) -> list[TrialRecord]:
-    """In the order they ran, or fastest first with the failed ones after them, by number."""
+    """In the order they ran (as ``list_trials`` reads them), or fastest first with the failed ones after
+    them, by number."""
     if how == "number":
-        return sorted(trials, key=lambda t: (t.result.number, t.id))
+        return list(trials)
     timed = sorted((t for t in trials if t.result.latency_median_us is not None),
                    key=lambda t: (t.result.latency_median_us, t.result.number))
     untimed = sorted((t for t in trials if t.result.latency_median_us is None), key=lambda t: t.result.number)
@@ -202,10 +201,11 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def _param(value: Any) -> str:
+def _param(value: Any) -> Any:
+    """A parameter's value as a table cell (a list reads as a shape, ``4x2``); ``-`` where a trial lacks it."""
     if value is None:
         return "-"
-    return "x".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _iso(moment: datetime | None) -> str | None:

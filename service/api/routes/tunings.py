@@ -157,8 +157,8 @@ def _tuning_page(*, session: Any, status: str | None, op: str | None, limit: int
     it, read in one session."""
     jobs = list_jobs(session=session, status=status, op=op, limit=limit, offset=offset)
     kernels = job_kernel_ids(session=session, job_ids=[job.id for job in jobs])
-    return [convert.tuning(job, kernels.get(job.id)) for job in jobs], count_jobs(session=session, status=status,
-                                                                                  op=op)
+    total = count_jobs(session=session, status=status, op=op)
+    return [convert.tuning(job, kernels.get(job.id)) for job in jobs], total
 
 
 @router.get("/{job_id}", response_model=schemas.Tuning, responses=documented(401, 403, 404),
