@@ -4,7 +4,8 @@ The cache is looked up first (workload, device, toolchain): a hit is printed as 
 ``--force``. A tuning's Optuna study lives in the same database, one per workload, device, toolchain
 and level, so an interrupted tuning resumes where it stopped and never measures a point twice. The
 tuning is a job like the service's (``wm_jobs``, its progress and every trial in ``wm_trials``), so the
-API reports it the same way; a workload that a service or another ``tune`` is tuning now is refused.
+API reports it the same way; a workload that a service or another ``tune`` is tuning now is refused,
+and ``warpmap tunings cancel`` (or the API's ``DELETE``) stops this one after its trial in progress.
 Unless ``--cold``, the tuning first measures the workload's best schedules that the cache holds under
 other devices or toolchains (``db.warm`` says which).
 """
@@ -155,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
         except BaseException as exc:
             job.end("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
             raise
+        if job.cancelled:
+            print(f"warpmap tune: tuning {job.job_id} was cancelled; no kernel was filed, its {job.number} "
+                  f"measured trial(s) stay: warpmap tunings show {job.job_id}", file=sys.stderr)
+            return 1
         if result is None:
             job.end("failed", "no correct candidate was found")
             print(f"warpmap tune: every trial and why it failed: warpmap tunings show {job.job_id}", file=sys.stderr)
@@ -190,6 +195,8 @@ class _JobRecorder:
 
     def __init__(self, engine: Any, job_id: int, first_number: int) -> None:
         self.engine, self.job_id, self.number = engine, job_id, first_number
+        # Set when a progress write reads the job back cancelled (`warpmap tunings cancel`, the API's DELETE).
+        self.cancelled = False
 
     @classmethod
     def open(cls, engine: Any, workload: WorkloadSpec, device: DeviceInfo, toolchain: ToolchainInfo,
@@ -204,7 +211,7 @@ class _JobRecorder:
             if not created and not _abandoned(job.worker):
                 raise CliError(f"this workload is being tuned on this device now (job {job.id}, {job.status}"
                                f"{f' on {job.worker}' if job.worker else ''}); follow it with `warpmap tunings "
-                               f"show {job.id}`, or cancel it with DELETE /v1/tunings/{job.id}")
+                               f"show {job.id}`, or stop it with `warpmap tunings cancel {job.id}`")
             start_job(session=session, job_id=job.id, worker=default_worker_name(f"tune:{target}"))
             return cls(engine, job.id, count_trials(session=session, job_id=job.id))
 
@@ -215,7 +222,8 @@ class _JobRecorder:
 
     def progress(self, progress: TuneProgress) -> None:
         with session_scope(self.engine) as session:
-            record_progress(session=session, job_id=self.job_id, progress=progress_document(progress))
+            current = record_progress(session=session, job_id=self.job_id, progress=progress_document(progress))
+        self.cancelled = current.status == "cancelled"
 
     def end(self, status: str, error: str | None) -> None:
         with session_scope(self.engine) as session:
@@ -248,14 +256,15 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
 
         return tune(spec, target, strategy=args.strategy, budget=budget, level=args.level, seed=args.seed,
                     storage=storage, study_key=study_key, timeout_s=args.timeout, on_progress=progressed,
-                    sink=job.trial, warm_start=warm)
+                    sink=job.trial, should_stop=lambda: job.cancelled, warm_start=warm)
     except EmptySpaceError as exc:
         raise CliError(f"no schedule can serve this spec on {target.name}: {exc}") from None
     except StudyMismatchError as exc:
         raise CliError(f"{exc}; tune with --level {args.level} again after `warpmap cache evict`, or pick "
                        "another database") from None
     except TuneError as exc:
-        print(f"warpmap tune: {exc}", file=sys.stderr)
+        if not job.cancelled:  # cancelled before anything was correct: the caller says so
+            print(f"warpmap tune: {exc}", file=sys.stderr)
         return None
     finally:
         if bar is not None:

@@ -1,14 +1,18 @@
-"""``warpmap tunings ls | show``: what was tuned, how far it got, and every trial it measured.
+"""``warpmap tunings ls | show | cancel``: what was tuned, how far it got, every trial it measured; and
+stopping one.
 
 A tuning is a job of the tuning database, whichever way it came: ``warpmap tune`` files one, and so
-does ``POST /v1/tunings`` (the id is the API's). Read-only: cancelling belongs to the API, whose
-dispatcher also drops the job from its queue.
+does ``POST /v1/tunings`` (the id is the API's). Cancelling is a write to the job's row, which is all
+that every runner reads: a service worker or a ``warpmap tune`` reads the status back with each
+progress write and ends after the trial in progress; a queued job is skipped by whichever worker takes
+it (``db.start_job`` will not start a cancelled job), so neither the service nor its queue need be up.
 
 Examples::
 
     warpmap tunings ls --status running
     warpmap tunings show 12 --sort latency --limit 10
     warpmap tunings show 12 --json | jq '.trials[] | select(.status != "ok")'
+    warpmap tunings cancel 12
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from db.errors import DatabaseError
-from db.jobs import get_job, list_jobs
+from db.errors import ConflictError, DatabaseError, NotFoundError
+from db.jobs import cancel_job, get_job, list_jobs
 from db.records import JobRecord, TrialRecord
-from db.repository import list_trials
+from db.repository import count_trials, list_trials
 from service.cli.cache import MAX_ID, cache_session, spec_summary
 from service.cli.errors import CliError
 from service.cli.table import print_table
@@ -85,6 +89,28 @@ def show_command(args: argparse.Namespace) -> int:
                  for t in shown])
     if len(shown) < len(ordered):
         print(f"{len(shown)} of {len(ordered)} trials; --limit 0 shows all")
+    return 0
+
+
+def cancel_command(args: argparse.Namespace) -> int:
+    if not 0 <= args.tuning <= MAX_ID:
+        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
+    with cache_session(args) as session:
+        try:
+            before = get_job(session=session, job_id=args.tuning)
+            cancel_job(session=session, job_id=args.tuning)
+        except NotFoundError as exc:
+            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+        except ConflictError:
+            ended = get_job(session=session, job_id=args.tuning).status  # read again: it may have just ended
+            raise CliError(f"tuning {args.tuning} already ended as {ended}; nothing to cancel") from None
+        trials = count_trials(session=session, job_id=args.tuning)
+    if before.status == "running":
+        where = f" on {before.worker}" if before.worker else ""
+        print(f"tuning {args.tuning} cancelled: it was running{where} and stops after its trial in progress; "
+              f"its {trials} measured trial(s) stay (warpmap tunings show {args.tuning})")
+    else:
+        print(f"tuning {args.tuning} cancelled: it was {before.status}; no worker will start it")
     return 0
 
 

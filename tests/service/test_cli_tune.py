@@ -168,7 +168,8 @@ def test_a_workload_tuned_elsewhere_now_is_refused_and_a_dead_tune_s_job_taken_o
         assert main(["tune", "--spec", SPEC, "--target", "cpu", "--trials", "3", "--database-url", database]) == 2
         err = capsys.readouterr().err
         assert f"being tuned on this device now (job {job.id}, running on some-host:1:cpu)" in err
-        assert f"follow it with `warpmap tunings show {job.id}`" in err
+        assert (f"follow it with `warpmap tunings show {job.id}`, or stop it with "
+                f"`warpmap tunings cancel {job.id}`") in err
         with session_scope(engine) as session:  # a `warpmap tune` of this host that died: pid 2**22 + 1 never runs
             start_job(session=session, job_id=job.id, worker=f"{socket.gethostname()}:{2**22 + 1}:tune:cpu")
         assert _tune(capsys, database)["cache"] == "miss"
@@ -273,3 +274,40 @@ def test_a_tuning_that_finds_nothing_points_at_its_trials(capsys: pytest.Capture
     shown = json.loads(capsys.readouterr().out)
     assert shown["tuning"]["status"] == "failed" and shown["tuning"]["error"] == "no correct candidate was found"
     assert [t["status"] for t in shown["trials"]] == ["timeout", "timeout"]
+
+
+def test_a_tuning_cancelled_from_another_shell_stops_after_its_trial_and_files_no_kernel(database: str) -> None:
+    """`warpmap tunings cancel ID` while `warpmap tune` runs: the tune reads the status back with its next
+    progress write, ends with exit status 1 and a line naming its kept trials, and stores no kernel."""
+    import subprocess
+    import sys
+
+    from db import count_trials, create_engine_for, list_jobs, list_kernels, session_scope
+
+    tuning = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "tune", "--spec", '{"op": "matmul", "m": 96, "n": 96, "k": 96}',
+         "--target", "cpu", "--trials", "200", "--database-url", database],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert tuning.stderr is not None
+    try:
+        lines = [tuning.stderr.readline(), tuning.stderr.readline()]  # its heading, then the first trial
+        assert lines[1].startswith("trial 1/200"), lines
+        engine = create_engine_for(database)
+        with session_scope(engine) as session:
+            (job,) = list_jobs(session=session)
+        assert main(["tunings", "cancel", str(job.id), "--database-url", database]) == 0
+        rest = tuning.stderr.read()
+        assert tuning.wait(timeout=120) == 1, rest
+    finally:
+        tuning.kill()
+    with session_scope(engine) as session:
+        (ended,) = list_jobs(session=session)
+        trials = count_trials(session=session, job_id=job.id)
+        kernels = list_kernels(session=session)
+    engine.dispose()
+    assert ended.status == "cancelled" and kernels == []
+    assert 1 <= trials < 200
+    last = rest.strip().splitlines()[-1]
+    assert last == (f"warpmap tune: tuning {job.id} was cancelled; no kernel was filed, its {trials} measured "
+                    f"trial(s) stay: warpmap tunings show {job.id}"), rest
+    assert "Traceback" not in rest

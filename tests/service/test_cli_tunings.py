@@ -143,9 +143,45 @@ def test_show_a_tuning_without_trials(tunings: tuple[str, int, int], capsys: Cap
     (("show", "1", "--limit", "-1"), "--limit must be 0 (all) or more"),
     (("show", str(2**63)), "no tuning with id"),
     (("ls", "--limit", "0"), "--limit must be at least 1"),
+    (("cancel", "999"), "no tuning job with id 999"),
+    (("cancel", "-1"), "no tuning with id -1"),
+    (("cancel", "1"), "tuning 1 already ended as failed; nothing to cancel"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tunings: tuple[str, int, int], capsys: Capture, args: tuple[str, ...],
                                           message: str) -> None:
     assert run(tunings[0], *args) == 2
     err = capsys.readouterr().err
     assert err.startswith("warpmap tunings: error: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_cancel_a_queued_tuning_so_no_worker_starts_it(tunings: tuple[str, int, int], capsys: Capture) -> None:
+    url, _, softmax = tunings
+    assert run(url, "cancel", str(softmax)) == 0
+    assert capsys.readouterr().out == f"tuning {softmax} cancelled: it was queued; no worker will start it\n"
+    engine = create_engine_for(url)
+    with session_scope(engine) as session:
+        assert start_job(session=session, job_id=softmax, worker="w") is None
+    engine.dispose()
+    assert run(url, "cancel", str(softmax)) == 2
+    assert capsys.readouterr().err == (f"warpmap tunings: error: tuning {softmax} already ended as cancelled; "
+                                       "nothing to cancel\n")
+
+
+def test_cancel_a_running_tuning_keeps_its_trials(tunings: tuple[str, int, int], capsys: Capture) -> None:
+    url, _, softmax = tunings
+    engine = create_engine_for(url)
+    with session_scope(engine) as session:
+        start_job(session=session, job_id=softmax, worker="gpu-host:7:cuda")
+        record_trial(session=session, job_id=softmax, trial=TrialResult(number=0, params={"rows": 4}, status="ok",
+                                                                        latency_median_us=12.0))
+    assert run(url, "cancel", str(softmax)) == 0
+    assert capsys.readouterr().out == (
+        f"tuning {softmax} cancelled: it was running on gpu-host:7:cuda and stops after its trial in progress; "
+        f"its 1 measured trial(s) stay (warpmap tunings show {softmax})\n")
+    with session_scope(engine) as session:
+        # What the runner reads back with its next progress write, and so stops.
+        current = record_progress(session=session, job_id=softmax, progress={"trials_done": 2})
+    engine.dispose()
+    assert current.status == "cancelled"
+    assert run(url, "show", str(softmax)) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"tuning {softmax}: cancelled"

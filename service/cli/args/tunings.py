@@ -1,4 +1,4 @@
-"""Arguments of ``warpmap tunings ls | show``."""
+"""Arguments of ``warpmap tunings ls | show | cancel``."""
 
 from __future__ import annotations
 
@@ -31,3 +31,8 @@ def register(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="the tuning and all its trials as one JSON object")
     add_database_option(show)
     show.set_defaults(handler="service.cli.tunings:show_command")
+
+    cancel = commands.add_parser("cancel", help="cancel a queued or running tuning; its measured trials stay")
+    cancel.add_argument("tuning", type=int, help="tuning id, as printed by `warpmap tunings ls`")
+    add_database_option(cancel)
+    cancel.set_defaults(handler="service.cli.tunings:cancel_command")
