@@ -11,7 +11,7 @@ STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("tunings", help="list tunings (the CLI's and the service's) and their trials")
+    parser = subparsers.add_parser("tunings", help="list tunings (the CLI's and the service's), their trials; cancel one")
     commands = parser.add_subparsers(dest="tunings_command", required=True, metavar="ACTION")
 
     ls = commands.add_parser("ls", help="list tunings, newest first: status, trials, best so far")
