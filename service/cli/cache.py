@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from compiler.roofline import roofline_fields, stored_roofline
@@ -90,6 +91,14 @@ def human_bytes(count: int) -> str:
 @contextmanager
 def cache_session(args: argparse.Namespace) -> Iterator[Session]:
     """A session on a database that is migrated to head; database errors become CLI errors."""
+    with cache_engine(args) as engine, session_scope(engine) as session:
+        yield session
+
+
+@contextmanager
+def cache_engine(args: argparse.Namespace) -> Iterator[Engine]:
+    """An engine on a database that is migrated to head, for a command that reads it more than once (each
+    read in a session of its own, which sees what was committed since); database errors become CLI errors."""
     url = database_url(args)
     try:
         revision = current_revision(url)
@@ -97,8 +106,7 @@ def cache_session(args: argparse.Namespace) -> Iterator[Session]:
             raise CliError(f"database {shown(url)} is {describe_revision(revision)}")
         engine = create_engine_for(url)
         try:
-            with session_scope(engine) as session:
-                yield session
+            yield engine
         finally:
             engine.dispose()
     except DatabaseError as exc:

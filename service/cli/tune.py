@@ -19,12 +19,10 @@ import math
 import os
 import socket
 import sys
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from compiler.backends import Target, get_target
@@ -45,6 +43,7 @@ from service.cli.cache import human_bytes
 from service.cli.check import parse_spec_argument
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
+from service.cli.progress import progress_reporter
 from service.jobs.devices import default_worker_name, queue_name
 from service.jobs.runner import progress_document, trial_result
 from service.tuning import study_key, warpmap_version
@@ -93,38 +92,6 @@ def ready_database(url: str) -> None:
         upgrade(url)
         return
     raise CliError(f"the database at {shown(url)} is not at the newest schema; run `warpmap db upgrade` first")
-
-
-def _progress_reporter(trials: int, live: bool) -> tuple[Callable[[TuneProgress], None], Progress | None]:
-    """``on_progress`` for a terminal (one rich progress bar) or a log (one plain line per trial)."""
-    if live:
-        bar = Progress(TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[status]}"),
-                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
-                       transient=True)
-        task = bar.add_task("tune", total=trials, status="")
-
-        def show(progress: TuneProgress) -> None:
-            bar.update(task, completed=progress.done, status=_status_text(progress))
-
-        return show, bar
-
-    def line(progress: TuneProgress) -> None:
-        try:
-            eta = "" if progress.eta_s is None else f", ETA {progress.eta_s:.0f} s"
-            print(f"trial {progress.done}/{trials}: {_status_text(progress)} ({progress.elapsed_s:.0f} s{eta})",
-                  file=sys.stderr, flush=True)
-        except BrokenPipeError:
-            # The log's reader went away (`warpmap tune ... 2>&1 | head`): the tuning is worth more than
-            # its progress lines, so it goes on, silently, to the cache.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-
-    return line, None
-
-
-def _status_text(progress: TuneProgress) -> str:
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(progress.counts.items()))
-    best = f"best {progress.best_ms:.4g} ms" if progress.best_ms is not None else "no result yet"
-    return f"{best}; {counts}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,7 +208,7 @@ def _tune(args: argparse.Namespace, spec: Any, target: Target, url: str, study_k
         with contextlib.suppress(KeyError):
             optuna.delete_study(study_name=study_key, storage=storage)
     live = sys.stderr.isatty()
-    report, bar = _progress_reporter(args.trials, live)
+    report, bar = progress_reporter(args.trials, live)
     print(f"tuning {spec.op} {spec.canonical_json()} on {target.name} ({args.strategy}, up to {args.trials} "
           "trials)", file=sys.stderr, flush=True)
     if warm_note:

@@ -1,5 +1,5 @@
-"""``warpmap tunings ls | show | cancel``: what was tuned, how far it got, every trial it measured; and
-stopping one.
+"""``warpmap tunings ls | show | watch | cancel``: what was tuned, how far it got, every trial it
+measured; following one to its end, and stopping one.
 
 A tuning is a job of the tuning database, whichever way it came: ``warpmap tune`` files one, and so
 does ``POST /v1/tunings`` (the id is the API's). Cancelling is a write to the job's row, which is all
@@ -12,6 +12,7 @@ Examples::
     warpmap tunings ls --status running
     warpmap tunings show 12 --sort latency --limit 10
     warpmap tunings show 12 --json | jq '.trials[] | select(.status != "ok")'
+    warpmap tunings watch 12 && warpmap cache ls --op matmul
     warpmap tunings cancel 12
 """
 
@@ -19,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -26,9 +30,11 @@ from typing import Any
 
 from db.errors import ConflictError, DatabaseError, NotFoundError
 from db.jobs import cancel_job, get_job, list_jobs
+from db.models import ACTIVE_JOB_STATUSES
 from db.records import JobRecord, TrialRecord
 from db.repository import count_trials, list_trials
-from service.cli.cache import MAX_ID, cache_session, spec_summary
+from db.session import session_scope
+from service.cli.cache import MAX_ID, cache_engine, cache_session, spec_summary
 from service.cli.errors import CliError
 from service.cli.table import print_table
 
@@ -90,6 +96,54 @@ def show_command(args: argparse.Namespace) -> int:
     if len(shown) < len(ordered):
         print(f"{len(shown)} of {len(ordered)} trials; --limit 0 shows all")
     return 0
+
+
+def watch_command(args: argparse.Namespace) -> int:
+    """Follow a tuning, whoever runs it, until it ends: its progress as ``warpmap tune`` shows its own,
+    then the summary of ``show``. Exit status 0 when it succeeded, 1 when it failed or was cancelled."""
+    if not 0 <= args.tuning <= MAX_ID:
+        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
+    if not (args.interval > 0 and math.isfinite(args.interval)):
+        raise CliError(f"--interval must be a number of seconds above 0, got {args.interval}")
+    from search.results import Progress  # here: the other actions start without the search's imports
+    from service.cli.progress import progress_reporter
+
+    report: Any = None
+    bar: Any = None
+    shown_done: int | None = None
+    said_queued = False
+    with cache_engine(args) as engine:
+        try:
+            while True:
+                with session_scope(engine) as session:  # a session a read: each sees what was committed since
+                    try:
+                        job = get_job(session=session, job_id=args.tuning)
+                    except NotFoundError as exc:
+                        raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+                if job.status == "queued" and not said_queued:
+                    print(f"tuning {job.id}: queued, waiting for a worker", file=sys.stderr, flush=True)
+                    said_queued = True
+                done = job.progress.get("trials_done")
+                if done is not None and done != shown_done:
+                    if report is None:
+                        budget = job.progress.get("trials_budget") or job.budget.get("trials")
+                        report, bar = progress_reporter(budget, sys.stderr.isatty())
+                        if bar is not None:
+                            bar.start()
+                    report(Progress(done, job.progress.get("trials_budget"), dict(job.progress.get("counts") or {}),
+                                    job.progress.get("best_ms"), float(job.progress.get("elapsed_s") or 0.0)))
+                    shown_done = done
+                if job.status not in ACTIVE_JOB_STATUSES:
+                    break
+                time.sleep(args.interval)
+        finally:
+            if bar is not None:
+                bar.stop()
+        with session_scope(engine) as session:
+            trials = list_trials(session=session, job_id=job.id)
+    for line in summary_lines(job, trials):
+        print(line)
+    return 0 if job.status == "succeeded" else 1
 
 
 def cancel_command(args: argparse.Namespace) -> int:

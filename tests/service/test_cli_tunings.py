@@ -4,6 +4,8 @@ tunings as a worker leaves them (trials recorded, progress stored, one ended, on
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,9 @@ def test_show_a_tuning_without_trials(tunings: tuple[str, int, int], capsys: Cap
     (("show", str(2**63)), "no tuning with id"),
     (("ls", "--limit", "0"), "--limit must be at least 1"),
     (("cancel", "999"), "no tuning job with id 999"),
+    (("watch", "999"), "no tuning job with id 999"),
+    (("watch", "1", "--interval", "0"), "--interval must be a number of seconds above 0"),
+    (("watch", "1", "--interval", "nan"), "--interval must be a number of seconds above 0"),
     (("cancel", "-1"), "no tuning with id -1"),
     (("cancel", "1"), "tuning 1 already ended as failed; nothing to cancel"),
 ])
@@ -185,3 +190,51 @@ def test_cancel_a_running_tuning_keeps_its_trials(tunings: tuple[str, int, int],
     assert current.status == "cancelled"
     assert run(url, "show", str(softmax)) == 0
     assert capsys.readouterr().out.splitlines()[0] == f"tuning {softmax}: cancelled"
+
+
+def test_watch_follows_a_tuning_another_process_runs_to_its_end(tunings: tuple[str, int, int],
+                                                                 capsys: Capture) -> None:
+    url, _, softmax = tunings
+    engine = create_engine_for(url)
+
+    def worker() -> None:  # what a worker writes, a little at a time
+        time.sleep(0.3)
+        with session_scope(engine) as session:
+            start_job(session=session, job_id=softmax, worker="w")
+        for done in (1, 2, 8):
+            time.sleep(0.2)
+            with session_scope(engine) as session:
+                record_trial(session=session, job_id=softmax, trial=TrialResult(
+                    number=done - 1, params={"rows": done}, status="ok", latency_median_us=100.0 / done))
+                record_progress(session=session, job_id=softmax, progress={
+                    "trials_done": done, "trials_budget": 8, "counts": {"ok": done}, "best_ms": 0.1 / done,
+                    "elapsed_s": 2.0 * done, "eta_s": None})
+        with session_scope(engine) as session:
+            end_job(session=session, job_id=softmax, status="succeeded")
+
+    running = threading.Thread(target=worker)
+    running.start()
+    try:
+        assert run(url, "watch", str(softmax), "--interval", "0.05") == 0
+    finally:
+        running.join()
+        engine.dispose()
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert err[0] == f"tuning {softmax}: queued, waiting for a worker"
+    written = ["trial 1/8: best 0.1 ms; 1 ok (2 s, ETA 14 s)", "trial 2/8: best 0.05 ms; 2 ok (4 s, ETA 12 s)",
+               "trial 8/8: best 0.0125 ms; 8 ok (16 s, ETA 0 s)"]
+    # Each progress write once, in order; a loaded machine may read past one between two polls, never the last.
+    assert err[-1] == written[-1] and err[1:] == [line for line in written if line in err[1:]]
+    out = captured.out.splitlines()
+    assert out[0] == f"tuning {softmax}: succeeded"
+    assert "trials    3 (3 ok); fastest median 12.500 us" in out
+
+
+def test_watch_of_a_tuning_that_ended_without_a_kernel_exits_1(tunings: tuple[str, int, int],
+                                                               capsys: Capture) -> None:
+    url, matmul, _ = tunings
+    assert run(url, "watch", str(matmul)) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "trial 4/40: best 0.7505 ms; 1 compile_error, 2 ok, 1 wrong_result (3 s, ETA 27 s)\n"
+    assert captured.out.splitlines()[0] == f"tuning {matmul}: failed" and "error     stopped by hand" in captured.out

@@ -1,4 +1,4 @@
-"""Arguments of ``warpmap tunings ls | show | cancel``."""
+"""Arguments of ``warpmap tunings ls | show | watch | cancel``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("tunings", help="list tunings (the CLI's and the service's), their trials; cancel one")
+    parser = subparsers.add_parser("tunings", help="tunings, the CLI's and the service's: list, show, watch, cancel")
     commands = parser.add_subparsers(dest="tunings_command", required=True, metavar="ACTION")
 
     ls = commands.add_parser("ls", help="list tunings, newest first: status, trials, best so far")
@@ -31,6 +31,12 @@ def register(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="the tuning and all its trials as one JSON object")
     add_database_option(show)
     show.set_defaults(handler="service.cli.tunings:show_command")
+
+    watch = commands.add_parser("watch", help="follow a tuning's progress until it ends (exit 0 if it succeeded)")
+    watch.add_argument("tuning", type=int, help="tuning id, as printed by `warpmap tunings ls`")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between reads of it (default 1)")
+    add_database_option(watch)
+    watch.set_defaults(handler="service.cli.tunings:watch_command")
 
     cancel = commands.add_parser("cancel", help="cancel a queued or running tuning; its measured trials stay")
     cancel.add_argument("tuning", type=int, help="tuning id, as printed by `warpmap tunings ls`")
