@@ -292,13 +292,24 @@ def describe_cpu(root: Path, cpus: Collection[int], machine: str) -> CpuDevice:
     )
 
 
-def detect_cpu(root: Path = Path("/")) -> CpuDevice:
-    """This process's CPU: the CPUs its affinity mask allows, this machine's architecture."""
+def _affinity() -> frozenset[int]:
     try:
         cpus: Collection[int] = os.sched_getaffinity(0)
     except (AttributeError, OSError):  # not Linux: every CPU the OS counts
         cpus = range(os.cpu_count() or 1)
-    return describe_cpu(root, frozenset(cpus), platform.machine())
+    return frozenset(cpus)
+
+
+#: The CPUs this process may run on, as its affinity mask allowed when this module was imported, before
+#: any kernel was loaded. The main thread's own mask can narrow later: an OpenMP runtime that binds
+#: threads to places (``OMP_PROC_BIND``, which the measuring process sets) pins the thread that loads it
+#: to the first place, one CPU, while a launch still spreads over all of them.
+PROCESS_CPUS = _affinity()
+
+
+def detect_cpu(root: Path = Path("/")) -> CpuDevice:
+    """This process's CPU: the CPUs its affinity mask allows (``PROCESS_CPUS``), this machine's architecture."""
+    return describe_cpu(root, PROCESS_CPUS, platform.machine())
 
 
 def _arm_model(part: tuple[int, int] | None) -> str | None:

@@ -69,10 +69,13 @@ from search.trial import TrialStatus
 # What a tuning reports lives in search.results; callers import it from here too.
 __all__ = ["MEASURING_ENVIRONMENT", "Progress", "Trial", "TuneError", "TuneResult", "tune"]
 
-#: The measuring process's environment: numpy's BLAS on one thread. Its idle threads spin after every
-#: call (the reference, the comparison's norms) and took cores from the kernel being timed: a 128 x 768 x
-#: 768 matmul measured 755 us there against 398 us with this setting (a one-off script, December 2026).
-MEASURING_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: The measuring process's environment. numpy's BLAS on one thread: its idle threads spin after every
+#: call (the reference, the comparison's norms) and took cores from the kernel being timed (a 128 x 768 x
+#: 768 matmul measured 755 us there against 398 us with this setting, a one-off script, December 2026).
+#: OpenMP threads bound to places, one CPU each, so that a cpu kernel's threads never share a core: on a
+#: host where another process keeps a core busy, unbound threads could land two to a core, each spinning
+#: for the other to arrive, and every call then waited out scheduler ticks (README, "Measured").
+MEASURING_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_PROC_BIND": "true"}
 #: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
 RETIME_BEST = 3
 RETIME_ROUNDS = 5

@@ -29,7 +29,6 @@ Example::
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import subprocess
 import tempfile
@@ -41,7 +40,7 @@ import numpy as np
 
 from compiler.backends.errors import BackendUnavailableError
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples, measure
-from compiler.cpu_device import CpuDevice, detect_cpu
+from compiler.cpu_device import PROCESS_CPUS, CpuDevice, detect_cpu
 from compiler.diskcache import DiskCache, cache_key, default_cache_root
 from compiler.source import KernelSource, Param
 from compiler.toolchain import detect_host_compiler
@@ -62,7 +61,7 @@ _NUMPY: Mapping[str, np.dtype] = {name: np.dtype(name) for name in ("float32", "
 
 
 def _default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)))
+    return max(1, len(PROCESS_CPUS))
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,34 @@ def test_a_task_mapping_with_unrolled_repeats_and_guards_runs_on_the_host(config
     b = np.full_like(a, np.nan)
     cpu.run(_load(lower(k.kernel), config), [a, b])
     np.testing.assert_allclose(b, a.astype(np.float64) * 3 - 1, rtol=1e-6, atol=1e-7)  # a*3-1 may be one fma
+
+
+BOUND_PROBE = """
+import os, sys
+from compiler.backends import cpu
+from compiler.codegen.cpp import render_host
+from compiler.cpu_device import detect_cpu
+sys.path.insert(0, sys.argv[1])
+import host_kernels
+before = len(os.sched_getaffinity(0))
+config = cpu.CpuConfig(cache_dir=sys.argv[2])
+cpu.load(cpu.compile(render_host(host_kernels.elementwise(4, 64)), config), config)
+after = len(os.sched_getaffinity(0))
+print(before, after, cpu.CpuConfig(cache_dir=sys.argv[2]).workers, detect_cpu().logical_cores)
+"""
+
+
+def test_openmp_bound_to_places_still_launches_on_every_core(tmp_path):
+    """The measuring process binds OpenMP threads (OMP_PROC_BIND, ``search.tune.MEASURING_ENVIRONMENT``),
+    which pins the loading thread to one CPU; the cores a launch uses and the host's description are the
+    process's, as it started, not that thread's."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BOUND_PROBE, str(EXAMPLE.parent), str(tmp_path)],
+                          env={**os.environ, "OMP_PROC_BIND": "true"}, capture_output=True, text=True, timeout=120,
+                          check=True)
+    before, after, workers, cores = map(int, done.stdout.split())
+    assert after == 1  # the runtime did bind the thread that loaded it, to one place
+    assert workers == cores == before
