@@ -26,7 +26,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Engine
 
 from db.errors import ConflictError, DatabaseError, NotFoundError
 from db.jobs import cancel_job, get_job, list_jobs
@@ -37,6 +39,9 @@ from db.session import session_scope
 from service.cli.cache import MAX_ID, cache_engine, cache_session, spec_summary
 from service.cli.errors import CliError
 from service.cli.table import print_table
+
+if TYPE_CHECKING:  # it loads the compiler's backends (about 90 ms): only ``watch`` needs it, and imports it there
+    from search.results import Progress
 
 #: How much of a trial's message the table shows: its first line, cut here (``--json`` has it whole).
 MESSAGE_CHARS = 80
@@ -105,37 +110,29 @@ def watch_command(args: argparse.Namespace) -> int:
         raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
     if not (args.interval > 0 and math.isfinite(args.interval)):
         raise CliError(f"--interval must be a number of seconds above 0, got {args.interval}")
-    from search.results import Progress  # here: the other actions start without the search's imports
     from service.cli.progress import progress_reporter
 
-    report: Any = None
-    bar: Any = None
+    report, bar = None, None
     shown_done: int | None = None
-    said_queued = False
     with cache_engine(args) as engine:
+        job = _read_job(engine, args.tuning)
+        if job.status == "queued":
+            print(f"tuning {job.id}: queued, waiting for a worker", file=sys.stderr, flush=True)
         try:
             while True:
-                with session_scope(engine) as session:  # a session a read: each sees what was committed since
-                    try:
-                        job = get_job(session=session, job_id=args.tuning)
-                    except NotFoundError as exc:
-                        raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
-                if job.status == "queued" and not said_queued:
-                    print(f"tuning {job.id}: queued, waiting for a worker", file=sys.stderr, flush=True)
-                    said_queued = True
-                done = job.progress.get("trials_done")
-                if done is not None and done != shown_done:
+                progress = _progress_of(job)
+                if progress is not None and progress.done != shown_done:
                     if report is None:
-                        budget = job.progress.get("trials_budget") or job.budget.get("trials")
-                        report, bar = progress_reporter(budget, sys.stderr.isatty())
+                        report, bar = progress_reporter(progress.budget_trials or job.budget.get("trials"),
+                                                        sys.stderr.isatty())
                         if bar is not None:
                             bar.start()
-                    report(Progress(done, job.progress.get("trials_budget"), dict(job.progress.get("counts") or {}),
-                                    job.progress.get("best_ms"), float(job.progress.get("elapsed_s") or 0.0)))
-                    shown_done = done
+                    report(progress)
+                    shown_done = progress.done
                 if job.status not in ACTIVE_JOB_STATUSES:
                     break
                 time.sleep(args.interval)
+                job = _read_job(engine, args.tuning)
         finally:
             if bar is not None:
                 bar.stop()
@@ -144,6 +141,26 @@ def watch_command(args: argparse.Namespace) -> int:
     for line in summary_lines(job, trials):
         print(line)
     return 0 if job.status == "succeeded" else 1
+
+
+def _read_job(engine: Engine, tuning: int) -> JobRecord:
+    """The job as committed now: a session of its own, so each read sees what a runner wrote since."""
+    with session_scope(engine) as session:
+        try:
+            return get_job(session=session, job_id=tuning)
+        except NotFoundError as exc:
+            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+
+
+def _progress_of(job: JobRecord) -> Progress | None:
+    """The job's progress document as ``warpmap tune`` reports its own; None before its first trial ends."""
+    from search.results import Progress
+
+    document = job.progress
+    if document.get("trials_done") is None:
+        return None
+    return Progress(int(document["trials_done"]), document.get("trials_budget"), dict(document.get("counts") or {}),
+                    document.get("best_ms"), float(document.get("elapsed_s") or 0.0))
 
 
 def cancel_command(args: argparse.Namespace) -> int:
