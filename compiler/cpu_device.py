@@ -10,6 +10,7 @@ Detection never raises: a file that is missing leaves its figure unknown (``None
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 from collections.abc import Collection
@@ -300,15 +301,64 @@ def _affinity() -> frozenset[int]:
     return frozenset(cpus)
 
 
-#: The CPUs this process may run on, as its affinity mask allowed when this module was imported, before
-#: any kernel was loaded. The main thread's own mask can narrow later: an OpenMP runtime that binds
-#: threads to places (``OMP_PROC_BIND``, which the measuring process sets) pins the thread that loads it
-#: to the first place, one CPU, while a launch still spreads over all of them.
-PROCESS_CPUS = _affinity()
+def cpu_quota(root: Path = Path("/")) -> float | None:
+    """How many CPUs' worth of time this process's control group allows: its CFS quota over its period,
+    the tightest along the hierarchy (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``); None when there is none or it cannot be read. A container started with
+    ``--cpus 2`` on a 64-core host has an affinity mask of 64 CPUs and a quota of 2."""
+    try:
+        lines = (root / "proc" / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    quotas: list[float] = []
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            mounts = [root / "sys" / "fs" / "cgroup"]
+        elif "cpu" in controllers.split(","):
+            mounts = [root / "sys" / "fs" / "cgroup" / name for name in (controllers, "cpu,cpuacct", "cpu")]
+        else:
+            continue
+        for mount in dict.fromkeys(mounts):
+            quotas.extend(_quotas_along(mount, path, v2=controllers == ""))
+    return min(quotas, default=None)
+
+
+def _quotas_along(mount: Path, path: str, *, v2: bool) -> list[float]:
+    """The quotas set on the group at ``path`` under ``mount`` and on each group above it. Inside a
+    container the host's path may not exist under the container's mount, whose root is then the group."""
+    parts = [p for p in path.split("/") if p]
+    found: list[float] = []
+    for depth in range(len(parts), -1, -1):
+        group = mount.joinpath(*parts[:depth])
+        try:
+            if v2:
+                quota_text, _, period_text = _read(group / "cpu.max").partition(" ")
+                if quota_text != "max":
+                    found.append(int(quota_text) / int(period_text))
+            else:
+                quota = int(_read(group / "cpu.cfs_quota_us"))
+                if quota > 0:
+                    found.append(quota / int(_read(group / "cpu.cfs_period_us")))
+        except (OSError, ValueError, ZeroDivisionError):
+            continue
+    return found
+
+
+def usable_cpus(cpus: Collection[int], quota: float | None) -> frozenset[int]:
+    """The CPUs a launch should spread over: the affinity mask's, or only as many of them (the lowest
+    numbered) as the quota pays for, rounded up, when it pays for fewer. Threads past the quota only
+    wait their turn, and a thread that waits holds up the launch."""
+    ordered = sorted(cpus)
+    if quota is not None and math.ceil(quota) < len(ordered):
+        ordered = ordered[: max(1, math.ceil(quota))]
+    return frozenset(ordered)
 
 
 def detect_cpu(root: Path = Path("/")) -> CpuDevice:
-    """This process's CPU: the CPUs its affinity mask allows (``PROCESS_CPUS``), this machine's architecture."""
+    """This process's CPU: the CPUs its kernels run on (``PROCESS_CPUS``), this machine's architecture."""
     return describe_cpu(root, PROCESS_CPUS, platform.machine())
 
 
@@ -330,3 +380,11 @@ def _int(text: str | None) -> int | None:
         return int(text, 16) if text.lower().startswith("0x") else int(text)
     except ValueError:
         return None
+
+
+#: The CPUs this process's kernels run on: its affinity mask as it was when this module was imported,
+#: before any kernel was loaded, cut to its control group's CPU quota (``usable_cpus``). The main
+#: thread's own mask can narrow later: an OpenMP runtime that binds threads to places (``OMP_PROC_BIND``,
+#: which the measuring process sets) pins the thread that loads it to the first place, one CPU, while a
+#: launch still spreads over all of them.
+PROCESS_CPUS = usable_cpus(_affinity(), cpu_quota())

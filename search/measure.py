@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 from compiler.backends import Artifact, Target
 from compiler.backends.errors import KernelRunError, KernelTimeoutError
 from compiler.backends.timing import Protocol, Samples
+from compiler.cpu_device import PROCESS_CPUS
 from compiler.ops import get_operator, parse_spec
 from search.trial import TrialStatus
 from search.verify import CheckResult, Oracle, compile_schedule
@@ -63,8 +63,8 @@ def compile_workers(requested: int | None = None, *, cores: int | None = None,
         if requested < 1:
             raise ValueError(f"compile_workers must be at least 1, got {requested}")
         return requested
-    if cores is None:  # the cores this process may run on, not the machine's (a container, taskset)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores is None:  # the cores this process may run on, not the machine's (a container, taskset, a quota)
+        cores = len(PROCESS_CPUS)
     memory = available_bytes if available_bytes is not None else available_memory_bytes()
     by_memory = memory // BUILD_MEMORY_BYTES if memory is not None else cores
     return max(1, min(cores, by_memory))

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from compiler.cpu_device import CpuDevice, describe_cpu, detect_cpu, parse_cpu_list, parse_size
+from compiler.cpu_device import (
+    PROCESS_CPUS,
+    CpuDevice,
+    cpu_quota,
+    describe_cpu,
+    detect_cpu,
+    parse_cpu_list,
+    parse_size,
+    usable_cpus,
+)
 
 DATA = Path(__file__).with_name("data") / "cpu"
 K = 1024
@@ -145,3 +155,54 @@ def test_this_machine() -> None:
     assert all(c.line_bytes in (32, 64, 128, 256) for c in cpu.caches)
     if cpu.clock_ghz is not None:
         assert 0.5 < cpu.clock_ghz < 7 and cpu.peak_gflops_f32 is not None and cpu.peak_gflops_f32 > 0
+
+
+def cgroup_tree(root: Path, membership: str, files: Mapping[str, str]) -> Path:
+    """``/proc/self/cgroup`` saying ``membership``, and control files under ``/sys/fs/cgroup``."""
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "self" / "cgroup").write_text(membership)
+    for name, text in files.items():
+        path = root / "sys" / "fs" / "cgroup" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    return root
+
+
+@pytest.mark.parametrize(("membership", "files", "quota"), [
+    # cgroup v2, the tightest quota along the path wins (a pod's, under an unlimited node and container)
+    ("0::/kubepods/pod1/c1\n", {"kubepods/cpu.max": "max 100000", "kubepods/pod1/cpu.max": "250000 100000",
+                                "kubepods/pod1/c1/cpu.max": "max 100000"}, 2.5),
+    # v2 in a container with its own namespace: the group is the mount's root
+    ("0::/\n", {"cpu.max": "200000 100000"}, 2.0),
+    # v2, the host's path is not under the container's mount: its root is the group
+    ("0::/system.slice/docker-1.scope\n", {"cpu.max": "50000 100000"}, 0.5),
+    # v1 (docker --cpus 1.5), an unlimited root above
+    ("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n", {
+        "cpu,cpuacct/cpu.cfs_quota_us": "-1", "cpu,cpuacct/cpu.cfs_period_us": "100000",
+        "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "150000", "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000"},
+     1.5),
+    # no quota anywhere, in either version
+    ("0::/user.slice\n", {"cpu.max": "max 100000", "user.slice/cpu.max": "max 100000"}, None),
+    ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, None),
+    # nothing readable, or nothing to read
+    ("0::/\n", {}, None),
+    ("garbage\n", {"cpu.max": "100000 100000"}, None),
+])
+def test_the_cpu_quota_of_the_process_control_group(tmp_path: Path, membership: str, files: Mapping[str, str],
+                                                    quota: float | None) -> None:
+    assert cpu_quota(cgroup_tree(tmp_path, membership, files)) == quota
+
+
+def test_no_proc_means_no_quota(tmp_path: Path) -> None:
+    assert cpu_quota(tmp_path) is None
+
+
+@pytest.mark.parametrize(("quota", "usable"), [(None, {0, 2, 4, 6}), (8.0, {0, 2, 4, 6}), (2.5, {0, 2, 4}),
+                                               (2.0, {0, 2}), (0.5, {0})])
+def test_a_launch_spreads_over_as_many_cpus_as_the_quota_pays_for(quota: float | None, usable: set[int]) -> None:
+    assert usable_cpus({6, 2, 4, 0}, quota) == usable
+
+
+def test_this_process_runs_its_kernels_on_its_usable_cpus() -> None:
+    assert usable_cpus(os.sched_getaffinity(0), cpu_quota()) == PROCESS_CPUS
+    assert detect_cpu().logical_cores == len(PROCESS_CPUS)
