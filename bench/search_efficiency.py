@@ -51,7 +51,7 @@ from search.measure import BuildRequest, MeasureRequest, build_candidate, retime
 from search.strategies import Budget, Outcome, search
 from search.strategies.pool import values_of
 from search.trial import TrialStatus
-from search.tune import MEASURING_ENVIRONMENT, Trial, tune
+from search.tune import Trial, measuring_environment, tune
 
 #: Three memory-bound row-wise spaces (40-48 points) and four compute-bound matmul spaces, where
 #: strategies differ: square, batched, BERT-base's attention scores (Q times K transposed, 12 heads) and a
@@ -110,7 +110,7 @@ def retime_top(spec: Any, table: Table, top: int, rounds: int, within: float) ->
         if built.artifact is None:
             raise RuntimeError(f"a point measured before no longer builds: {built.message}")
         requests.append(MeasureRequest(target, data, built.artifact, DEFAULT_PROTOCOL))
-    with IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
+    with IsolatedProcess(environment=measuring_environment()) as child:
         outcome = child.call(retime, requests, rounds, timeout_s=600.0)
     if not isinstance(outcome, Returned):
         raise RuntimeError(f"re-timing failed: {outcome}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import platform
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -382,9 +382,25 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-#: The CPUs this process's kernels run on: its affinity mask as it was when this module was imported,
-#: before any kernel was loaded, cut to its control group's CPU quota (``usable_cpus``). The main
-#: thread's own mask can narrow later: an OpenMP runtime that binds threads to places (``OMP_PROC_BIND``,
-#: which the measuring process sets) pins the thread that loads it to the first place, one CPU, while a
-#: launch still spreads over all of them.
-PROCESS_CPUS = usable_cpus(_affinity(), cpu_quota())
+#: The variable through which a tuning hands its measuring process the CPUs to launch on (a list such as
+#: ``0-3,8``), so that the child does not read them from a mask that something loaded before this
+#: module may have narrowed: an OpenMP runtime that binds threads to places (``OMP_PROC_BIND``, which
+#: the measuring process sets) pins the thread that loads it to one CPU, and a numpy built on an OpenMP
+#: BLAS loads one at import.
+KERNEL_CPUS_VARIABLE = "WARPMAP_KERNEL_CPUS"
+
+
+def process_cpus(environ: Mapping[str, str]) -> frozenset[int]:
+    """The CPUs this process's kernels launch on: those ``KERNEL_CPUS_VARIABLE`` lists (ignored when it
+    does not parse), else the affinity mask cut to the control group's CPU quota (``usable_cpus``)."""
+    try:
+        listed = parse_cpu_list(environ.get(KERNEL_CPUS_VARIABLE, ""))
+    except ValueError:
+        listed = frozenset()
+    return listed or usable_cpus(_affinity(), cpu_quota())
+
+
+#: ``process_cpus`` when this module was first imported, before this process loaded any kernel: the
+#: main thread's own mask may narrow later (see ``KERNEL_CPUS_VARIABLE``) while a launch still spreads
+#: over all of these.
+PROCESS_CPUS = process_cpus(os.environ)

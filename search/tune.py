@@ -46,6 +46,7 @@ import optuna
 
 from compiler.backends import Artifact, Target
 from compiler.backends.timing import DEFAULT_PROTOCOL, Protocol, Samples
+from compiler.cpu_device import KERNEL_CPUS_VARIABLE, PROCESS_CPUS
 from compiler.ops import get_operator
 from compiler.space import Space
 from search.isolation import Crashed, IsolatedProcess, Raised, Returned, TimedOut
@@ -67,7 +68,7 @@ from search.strategies.workers import LOST_AFTER_S
 from search.trial import TrialStatus
 
 # What a tuning reports lives in search.results; callers import it from here too.
-__all__ = ["MEASURING_ENVIRONMENT", "Progress", "Trial", "TuneError", "TuneResult", "tune"]
+__all__ = ["MEASURING_ENVIRONMENT", "Progress", "Trial", "TuneError", "TuneResult", "measuring_environment", "tune"]
 
 #: The measuring process's environment. numpy's BLAS on one thread: its idle threads spin after every
 #: call (the reference, the comparison's norms) and took cores from the kernel being timed (a 128 x 768 x
@@ -76,6 +77,13 @@ __all__ = ["MEASURING_ENVIRONMENT", "Progress", "Trial", "TuneError", "TuneResul
 #: host where another process keeps a core busy, unbound threads could land two to a core, each spinning
 #: for the other to arrive, and every call then waited out scheduler ticks (README, "Measured").
 MEASURING_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_PROC_BIND": "true"}
+
+
+def measuring_environment() -> dict[str, str]:
+    """``MEASURING_ENVIRONMENT`` and the CPUs this process's kernels would launch on, handed down
+    (``compiler.cpu_device.KERNEL_CPUS_VARIABLE``): the measuring process binds its OpenMP threads, and
+    its own mask may be narrowed before it reads it."""
+    return {**MEASURING_ENVIRONMENT, KERNEL_CPUS_VARIABLE: ",".join(str(cpu) for cpu in sorted(PROCESS_CPUS))}
 #: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
 RETIME_BEST = 3
 RETIME_ROUNDS = 5
@@ -264,7 +272,7 @@ def tune(
     started = time.monotonic()
     counts: dict[str, int] = {}
     workers = pool_size(compile_workers)
-    with _quiet_optuna(), IsolatedProcess(environment=MEASURING_ENVIRONMENT) as child:
+    with _quiet_optuna(), IsolatedProcess(environment=measuring_environment()) as child:
         run = _Run(target, spec_data, level, protocol, seed, timeout_s, _new_pool(workers), child, workers=workers)
         try:
 
