@@ -10,6 +10,7 @@ Detection never raises: a file that is missing leaves its figure unknown (``None
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import platform
@@ -76,6 +77,9 @@ class CpuDevice:
     fma_pipes: int
     #: What to pass the host compiler as ``-march=``: this very machine by default.
     march: str = "native"
+    #: The CPUs' worth of time the process's control group allows, where it limits them (``cpu_quota``):
+    #: ``logical_cores`` then counts only the CPUs that the quota pays for.
+    cpu_quota: float | None = None
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -359,7 +363,7 @@ def usable_cpus(cpus: Collection[int], quota: float | None) -> frozenset[int]:
 
 def detect_cpu(root: Path = Path("/")) -> CpuDevice:
     """This process's CPU: the CPUs its kernels run on (``PROCESS_CPUS``), this machine's architecture."""
-    return describe_cpu(root, PROCESS_CPUS, platform.machine())
+    return dataclasses.replace(describe_cpu(root, PROCESS_CPUS, platform.machine()), cpu_quota=cpu_quota(root))
 
 
 def _arm_model(part: tuple[int, int] | None) -> str | None:

@@ -164,6 +164,8 @@ def cpu_detail(cpu: CpuDevice) -> str:
     """Model, ISA, cores and caches on one line: ``AMD EPYC, avx2 fma, 8 f32 lanes, 2 cores, L1d 32 KiB, ...``."""
     cores = f"{cpu.logical_cores} cores" + (f" ({cpu.physical_cores} physical)"
                                             if cpu.physical_cores not in (None, cpu.logical_cores) else "")
+    if cpu.cpu_quota is not None:  # a container's --cpus: the cores are those the quota pays for
+        cores += f" (a CPU quota of {cpu.cpu_quota:g})"
     caches = [f"{name} {_bytes(c.size_bytes)}" for name, c in (("L1d", cpu.l1d), ("L2", cpu.l2), ("L3", cpu.l3)) if c]
     return ", ".join([cpu.model, cpu.isa_summary, cores, *caches])
 

@@ -75,6 +75,9 @@ def test_cpu_row_counts_smt_and_leaves_out_unknown_caches() -> None:
                                logical_cores=4, caches=ZEN3.caches[:1])
     assert doctor.cpu_detail(xeon) == "Xeon, avx512f fma amx, 16 f32 lanes, 4 cores (2 physical), L1d 32 KiB"
     assert ("CPU", "none", "not probed") in doctor.report_rows(report(cpu=None))
+    limited = dataclasses.replace(xeon, logical_cores=2, cpu_quota=1.5)
+    assert doctor.cpu_detail(limited) == ("Xeon, avx512f fma amx, 16 f32 lanes, 2 cores "
+                                          "(a CPU quota of 1.5), L1d 32 KiB")
 
 
 def test_an_emulator_without_its_compilers_fails_the_doctor() -> None:
