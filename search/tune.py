@@ -84,6 +84,8 @@ def measuring_environment() -> dict[str, str]:
     (``compiler.cpu_device.KERNEL_CPUS_VARIABLE``): the measuring process binds its OpenMP threads, and
     its own mask may be narrowed before it reads it."""
     return {**MEASURING_ENVIRONMENT, KERNEL_CPUS_VARIABLE: ",".join(str(cpu) for cpu in sorted(PROCESS_CPUS))}
+
+
 #: How many of the fastest candidates are re-timed at the end, and in how many interleaved rounds.
 RETIME_BEST = 3
 RETIME_ROUNDS = 5
