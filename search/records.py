@@ -156,12 +156,17 @@ def _short_hash(*parts: str) -> str:
 def cache_identity(fingerprint: Mapping[str, str], warpmap: str) -> tuple[DeviceInfo, ToolchainInfo]:
     """The cache's device and toolchain keys from a target's fingerprint (``Target.fingerprint()``).
 
-    A GPU is its name, compute capability and driver; the host is its model and ISA (the features the
-    binary assumes). The toolchain is warpmap's build (``warpmap``, from ``db.keys.warpmap_build``),
-    NVRTC's version where there is one, and the host compiler with a digest of the flags and build
-    version, so a change of either files kernels apart.
+    A GPU is its name, compute capability and driver; the host is its model with the threads a launch
+    uses (two VMs of one CPU model, or two containers of one host given different CPU quotas, are
+    different devices: a schedule and its latency hold for one thread count) and its ISA (the features
+    the binary assumes), which alone makes the arch, so that a warm start crosses thread counts. The
+    toolchain is warpmap's build (``warpmap``, from ``db.keys.warpmap_build``), NVRTC's version where
+    there is one, and the host compiler with a digest of the flags and build version, so a change of
+    either files kernels apart.
     """
     name = fingerprint.get("device") or fingerprint.get("cpu") or fingerprint.get("target", "unknown")
+    if "cpu" in fingerprint and "threads" in fingerprint:
+        name = f"{name}, {fingerprint['threads']} threads"
     if "arch" in fingerprint:
         arch = fingerprint["arch"]
     else:

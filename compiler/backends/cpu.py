@@ -135,7 +135,8 @@ def compiler_version(cxx: str) -> str:
 
 
 def fingerprint(config: CpuConfig | None = None, cpu: CpuDevice | None = None) -> dict[str, str]:
-    """What identifies builds and timings of this target here: compiler, flags, CPU and its ISA."""
+    """What identifies builds and timings of this target here: compiler, flags, CPU and its ISA, and the
+    threads a launch uses (a schedule's speed, and the latency the cache keeps, hold for that many)."""
     cfg = config or CpuConfig.default()
     device = cpu or detect_cpu()
     return {
@@ -146,6 +147,7 @@ def fingerprint(config: CpuConfig | None = None, cpu: CpuDevice | None = None) -
         "cpu": device.model,
         "isa": " ".join(device.features),
         "f32_lanes": str(device.f32_lanes),
+        "threads": str(cfg.workers),
     }
 
 
