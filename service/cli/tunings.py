@@ -29,8 +29,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
-from db.errors import ConflictError, DatabaseError, NotFoundError
+from db.errors import ConflictError, NotFoundError
 from db.jobs import cancel_job, get_job, list_jobs
 from db.models import ACTIVE_JOB_STATUSES
 from db.records import JobRecord, TrialRecord
@@ -66,15 +67,10 @@ def ls_command(args: argparse.Namespace) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
-    if not 0 <= args.tuning <= MAX_ID:
-        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
     if args.limit is not None and args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
     with cache_session(args) as session:
-        try:
-            job = get_job(session=session, job_id=args.tuning)
-        except DatabaseError as exc:
-            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+        job = _job(session, args.tuning)
         trials = list_trials(session=session, job_id=job.id)
     ordered = sort_trials(trials, args.sort)
     # The table stops at 50 trials unless told otherwise; JSON, read by programs, has all of them.
@@ -106,8 +102,6 @@ def show_command(args: argparse.Namespace) -> int:
 def watch_command(args: argparse.Namespace) -> int:
     """Follow a tuning, whoever runs it, until it ends: its progress as ``warpmap tune`` shows its own,
     then the summary of ``show``. Exit status 0 when it succeeded, 1 when it failed or was cancelled."""
-    if not 0 <= args.tuning <= MAX_ID:
-        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
     if not (args.interval > 0 and math.isfinite(args.interval)):
         raise CliError(f"--interval must be a number of seconds above 0, got {args.interval}")
     from service.cli.progress import progress_reporter
@@ -143,13 +137,20 @@ def watch_command(args: argparse.Namespace) -> int:
     return 0 if job.status == "succeeded" else 1
 
 
+def _job(session: Session, tuning: int) -> JobRecord:
+    """Tuning ``tuning``, or a CliError naming it when there is none (ids past 64 bits never reach SQL)."""
+    if not 0 <= tuning <= MAX_ID:
+        raise CliError(f"no tuning with id {tuning} (see `warpmap tunings ls`)")
+    try:
+        return get_job(session=session, job_id=tuning)
+    except NotFoundError as exc:
+        raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+
+
 def _read_job(engine: Engine, tuning: int) -> JobRecord:
     """The job as committed now: a session of its own, so each read sees what a runner wrote since."""
     with session_scope(engine) as session:
-        try:
-            return get_job(session=session, job_id=tuning)
-        except NotFoundError as exc:
-            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
+        return _job(session, tuning)
 
 
 def _progress_of(job: JobRecord) -> Progress | None:
@@ -164,14 +165,10 @@ def _progress_of(job: JobRecord) -> Progress | None:
 
 
 def cancel_command(args: argparse.Namespace) -> int:
-    if not 0 <= args.tuning <= MAX_ID:
-        raise CliError(f"no tuning with id {args.tuning} (see `warpmap tunings ls`)")
     with cache_session(args) as session:
+        before = _job(session, args.tuning)
         try:
-            before = get_job(session=session, job_id=args.tuning)
             cancel_job(session=session, job_id=args.tuning)
-        except NotFoundError as exc:
-            raise CliError(f"{exc} (see `warpmap tunings ls`)") from exc
         except ConflictError:
             ended = get_job(session=session, job_id=args.tuning).status  # read again: it may have just ended
             raise CliError(f"tuning {args.tuning} already ended as {ended}; nothing to cancel") from None
