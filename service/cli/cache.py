@@ -226,8 +226,7 @@ def summary_lines(kernel: CachedKernel) -> list[str]:
                                                        (result.bandwidth_gbs, "GB/s"))
              if value is not None]
     place = stored_roofline(result)
-    launches = (result.program or {}).get("launches") or [
-        {"entry": result.entry, "grid": result.grid, "block": result.block, "shared_bytes": result.shared_bytes}]
+    launches = _launches(result)
     lines = [
         f"kernel {kernel.id}: {kernel.workload.op} {spec}".rstrip() + f" ({kernel.workload.key})",
         f"device    {kernel.device.key}",
@@ -250,11 +249,17 @@ def summary_lines(kernel: CachedKernel) -> list[str]:
     return lines
 
 
+def _launches(result: KernelResult) -> list[dict[str, Any]]:
+    """The stored program's launches, or the kernel's own record as its one launch."""
+    return (result.program or {}).get("launches") or [
+        {"entry": result.entry, "grid": result.grid, "block": result.block, "shared_bytes": result.shared_bytes,
+         "source": result.source}]
+
+
 def source_lines(result: KernelResult) -> list[str]:
     """Each launch's source under a heading (the kernel's own source when it has a single launch)."""
-    launches = (result.program or {}).get("launches") or [{"entry": result.entry, "source": result.source}]
     lines: list[str] = []
-    for launch in launches:
+    for launch in _launches(result):
         lines += ["", f"--- source of {launch['entry']} ---", launch["source"].rstrip("\n")]
     return lines
 
