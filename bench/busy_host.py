@@ -2,13 +2,12 @@
 
 The measuring process of a tuning sets ``OMP_PROC_BIND=true`` (``search.tune.MEASURING_ENVIRONMENT``).
 This bench shows why. Each cell times the matmul template's default schedule (level 2) of an n³ float32
-product in fresh processes, one per sample: checked against numpy on random inputs (the output poisoned
-first), then timed under the default protocol (``compiler.backends.timing``) on every core the process
-may use. Half the processes run with ``OMP_PROC_BIND=false`` and half with ``true``, interleaved. This
-is done on a quiet host, then with ``--spinners`` processes each spinning on a core. It prints each
-process's median, then the median, min and max of those medians. A sample is a whole process because
-where the scheduler first puts a process's threads decides its fate on a busy host, for every call that
-process makes.
+product in fresh processes, one per sample: checked against numpy as a tuning checks it, then timed
+under the default protocol (``compiler.backends.timing``) on every core the process may use. Half the
+processes run with ``OMP_PROC_BIND=false`` and half with ``true``, interleaved. This is done on a quiet
+host, then with ``--spinners`` processes each spinning on a core. It prints each process's median, then
+the median, min and max of those medians. A sample is a whole process because where the scheduler
+first puts a process's threads decides its fate on a busy host, for every call that process makes.
 
 Usage: ``python bench/busy_host.py [--sizes 96,512] [--processes 5] [--spinners 1]``
 """
@@ -21,34 +20,43 @@ import os
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDINGS = ("false", "true")
 
 
-def child(n: int) -> None:
-    """Time the default schedule of an n³ matmul here; print its median in ns (exit 1 if it is wrong)."""
-    import numpy as np
-
-    from compiler.backends import get_target
-    from compiler.backends.timing import Protocol
+def checked_default(n: int, workers: int | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """The matmul template's default schedule (level 2) of an n³ float32 product on the cpu target (on
+    ``workers`` threads, else the target's own count), checked against numpy as a tuning checks it
+    (``search.verify``: random inputs, outputs poisoned, the operator's tolerance), then loaded: (target,
+    loaded program, its buffers). Exits naming the error when the check fails."""
+    from compiler.backends import cpu, get_target
+    from compiler.backends.cpu_target import CpuTarget
     from compiler.ops import get_operator, parse_spec
+    from search.verify import Oracle, check_schedule
 
     spec = parse_spec({"op": "matmul", "m": n, "n": n, "k": n})
-    operator, target = get_operator("matmul"), get_target("cpu")
+    operator = get_operator("matmul")
+    target = get_target("cpu") if workers is None else CpuTarget(config=replace(cpu.CpuConfig.default(),
+                                                                                workers=workers))
     space = operator.space(spec, target.device(), 2)
     values = space.default_values()
     assert values is not None, "the template has no default schedule for this shape"
-    loaded = target.load(target.compile(operator.build(spec, space.make(values), target.template_target)))
-    inputs = operator.inputs(spec, np.random.default_rng(n))
-    outputs = {o.name: np.full(o.shape, np.nan, dtype=np.float32) for o in operator.outputs(spec)}
-    buffers = {**inputs, **outputs}
-    target.run(loaded, buffers, timeout_s=60)
-    for name, want in operator.reference(spec, inputs).items():
-        error = np.linalg.norm(buffers[name] - want) / np.linalg.norm(want)
-        if not error < 1e-4:
-            sys.exit(f"{name}: relative error {error:.2e}")
+    checked = check_schedule(operator, spec, space.schedule(values), target=target)
+    if checked.artifact is None or checked.program is None or checked.status.value != "ok":
+        sys.exit(f"the default schedule of {n}³: {checked.status.value}: {checked.message}")
+    buffers, _ = Oracle(operator, spec).arguments(checked.program)
+    return target, target.load(checked.artifact), buffers
+
+
+def child(n: int) -> None:
+    """Time the default schedule of an n³ matmul here; print its median in ns."""
+    from compiler.backends.timing import Protocol
+
+    target, loaded, buffers = checked_default(n)
     print(int(target.time(loaded, buffers, Protocol()).median_ns))
 
 
