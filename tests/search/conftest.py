@@ -8,8 +8,11 @@ their text rewritten (``compiler.backends.cuda_build`` is where both render).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -33,3 +36,15 @@ def _patch(monkeypatch: pytest.MonkeyPatch, rewrites: Rewrites) -> None:
                      for s in render_program(program))
 
     monkeypatch.setattr(compiler.backends.cuda_build, "render_program", render)
+
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def load_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[str], ModuleType]:
+    """A script of ``bench/`` imported as when it runs (its folder on the path, so it imports its
+    siblings), building into a fresh kernel cache."""
+    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module

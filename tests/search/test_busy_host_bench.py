@@ -3,23 +3,15 @@ default schedule checked against numpy in every timing process (a wrong result f
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
 from compiler.backends import get_target
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
-
-def test_a_row_per_size_and_host_with_both_bindings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_row_per_size_and_host_with_both_bindings(load_bench, capsys: pytest.CaptureFixture[str]) -> None:
     if (reason := get_target("cpu").unavailable_reason()) is not None:
         pytest.skip(reason)
-    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.syspath_prepend(str(BENCH))
-    bench = importlib.import_module("busy_host")
+    bench = load_bench("busy_host")
     assert bench.main(["--sizes", "40", "--processes", "1", "--spinners", "1"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("40³ ")]
     assert [row[1] for row in rows] == ["quiet", "busy"]

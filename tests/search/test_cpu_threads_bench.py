@@ -3,21 +3,14 @@ sustained figures of every round; bad counts are refused by argparse (exit statu
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
 from compiler.backends import get_target
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("cpu_threads")
+def bench(load_bench):
+    return load_bench("cpu_threads")
 
 
 def test_a_row_per_size_and_thread_count(bench, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,18 +3,12 @@ it, a table printed; bad options refused in one line with exit status 2."""
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(BENCH))  # as when run as a script: it imports its sibling
-    return importlib.import_module("large_space")
+def bench(load_bench):
+    return load_bench("large_space")
 
 
 def test_the_synthetic_space_is_seeded_and_keeps_the_share_asked(bench) -> None:

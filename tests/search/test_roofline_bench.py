@@ -3,21 +3,14 @@ point; unknown sections and bad counts are refused by argparse (exit status 2)."
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
 from compiler.backends import get_target
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("WARPMAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("roofline")
+def bench(load_bench):
+    return load_bench("roofline")
 
 
 def test_the_roofs_table_has_a_rate_and_a_ridge_per_footprint(bench, capsys: pytest.CaptureFixture[str]) -> None:
