@@ -1,10 +1,13 @@
-"""Random specs of every operator, a sample of each one's level-2 space, checked on the emulator.
+"""Random specs of every operator, a sample of each one's level-2 space, checked on a target.
 
 Draws specs with awkward shapes (every dtype, layout, stride, padding and axis the specs allow), samples
 ``--samples`` schedules from each level-2 space and checks them as ``warpmap check`` does, until
-``--minutes`` pass. Prints every failure with the ``warpmap check`` command that reproduces it, then a
+``--minutes`` pass. ``--target emu`` (the default) checks the CUDA templates on the emulator, built
+for an H200; ``--target cpu`` the host's templates on this machine's cores, float32 only (the cpu
+refuses 16-bit inputs), with sizes up to a few hundred so that blocking, packing and edge tiles all
+come into play. Prints every failure with the ``warpmap check`` command that reproduces it, then a
 table of outcomes; exits 1 if any schedule failed. Usage:
-``python bench/fuzz_spaces.py [--minutes 5] [--seed 0] [--samples 3]``.
+``python bench/fuzz_spaces.py [--target emu|cpu] [--minutes 5] [--seed 0] [--samples 3]``.
 """
 
 from __future__ import annotations
@@ -26,42 +29,65 @@ from search.verify import check_schedules
 from service.cli.table import format_table
 
 DTYPES = ("float32", "float16", "bfloat16")
+#: What each target is fuzzed with: its dtypes, the largest size of a matmul or conv2d dimension, of a
+#: softmax's row count and of a reduced tensor's axis, and whether half the draws are kept small. The
+#: emulator runs every CUDA thread as a fiber, so its specs stay small (and draw as they always have, so
+#: a seed gives the specs it gave before the cpu was fuzzed); the cpu's reach past its templates' blocks
+#: (micro-tiles up to 8 x 48, cache blocks of a few hundred) so that packing, blocking and every edge
+#: tile are exercised, with half the draws at most 40, where edge tiles and single-row blocks live.
+PROFILES = {"emu": (DTYPES, 150, 40, 40, False), "cpu": (("float32",), 700, 300, 200, True)}
+#: The most elements of a cpu reduction's tensor, however many axes it has.
+CPU_REDUCE_ELEMENTS = 1_000_000
 
 
-def random_spec(rnd: random.Random) -> dict[str, Any]:
-    """One spec, as JSON data; sizes small enough for the emulator, edges everywhere."""
+def random_spec(rnd: random.Random, target: str = "emu") -> dict[str, Any]:
+    """One spec for ``target`` (``PROFILES``), as JSON data: awkward sizes, edges everywhere."""
+    dtypes, size, rows, axis, small_half = PROFILES[target]
     op = rnd.choice(("matmul", "matmul", "conv2d", "softmax", "reduce"))
-    dtype = rnd.choice(DTYPES)
+    dtype = rnd.choice(dtypes)
+
+    def dim(high: int) -> int:
+        return rnd.randint(1, min(high, 40)) if small_half and rnd.random() < 0.5 else rnd.randint(1, high)
+
     if op == "matmul":
-        return {"op": op, "m": rnd.randint(1, 150), "n": rnd.randint(1, 150), "k": rnd.randint(1, 150),
+        return {"op": op, "m": dim(size), "n": dim(size), "k": dim(size),
                 "batch": rnd.randint(1, 3), "dtype": dtype, "layout_a": rnd.choice(("row", "col")),
                 "layout_b": rnd.choice(("row", "col"))}
     if op == "conv2d":
         r = rnd.randint(1, 4)
-        return {"op": op, "n": rnd.randint(1, 2), "c": rnd.randint(1, 9), "h": rnd.randint(r, 14),
-                "w": rnd.randint(r, 14), "k": rnd.randint(1, 12), "r": r, "s": rnd.randint(1, r),
+        image = max(14, size // 20)
+        return {"op": op, "n": rnd.randint(1, 2), "c": rnd.randint(1, max(9, size // 16)),
+                "h": rnd.randint(r, image), "w": rnd.randint(r, image), "k": rnd.randint(1, max(12, size // 12)),
+                "r": r, "s": rnd.randint(1, r),
                 "stride": [rnd.randint(1, 3), rnd.randint(1, 3)], "padding": [rnd.randint(0, 2), rnd.randint(0, 2)],
                 "dilation": [rnd.randint(1, 2), rnd.randint(1, 2)], "dtype": dtype,
                 "layout": rnd.choice(("NCHW", "NHWC"))}
     if op == "softmax":
         cols = rnd.choice((rnd.randint(1, 70), rnd.randint(1, 5000)))
-        return {"op": op, "rows": rnd.randint(1, 40), "cols": cols, "dtype": dtype}
+        return {"op": op, "rows": rnd.randint(1, rows), "cols": cols, "dtype": dtype}
     rank = rnd.randint(1, 4)
-    return {"op": op, "shape": [rnd.randint(1, 40) for _ in range(rank)], "axis": rnd.randrange(rank),
+    high = max(2, min(axis, int(CPU_REDUCE_ELEMENTS ** (1 / rank)))) if small_half else axis
+    return {"op": op, "shape": [rnd.randint(1, high) for _ in range(rank)], "axis": rnd.randrange(rank),
             "kind": rnd.choice(("sum", "max", "mean")), "dtype": dtype}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=sorted(PROFILES), default="emu",
+                        help="emu: the CUDA templates on the emulator; cpu: the host's templates on its cores")
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=3, help="schedules sampled from each space")
     add_cache_option(parser)
-    opts = parser.parse_args()
+    opts = parser.parse_args(argv)
     use_cache_dir(opts.cache_dir)
     rnd = random.Random(opts.seed)
-    device = device_preset("h200")
-    target = get_target("emu", gpu=device)
+    target = get_target("emu", gpu=device_preset("h200")) if opts.target == "emu" else get_target("cpu")
+    reason = target.unavailable_reason()
+    if reason:
+        print(f"fuzz_spaces.py: the {opts.target} target cannot run here: {reason}", file=sys.stderr)
+        return 2
+    device = target.device()
     deadline = time.monotonic() + 60 * opts.minutes
     outcomes: Counter[tuple[str, str]] = Counter()
     specs = failures = 0
@@ -71,7 +97,7 @@ def main() -> int:
             last_progress = time.monotonic()
             print(f"  {last_progress - started:4.0f} s: {specs} specs, {sum(outcomes.values())} schedules, "
                   f"{failures} failed", file=sys.stderr, flush=True)
-        data = random_spec(rnd)
+        data = random_spec(rnd, opts.target)
         try:
             spec = parse_spec(data)
         except ValueError:
@@ -84,10 +110,12 @@ def main() -> int:
             outcomes[(data["op"], result.status.value)] += 1
             if result.status.is_failure:
                 failures += 1
-                print(f"FAIL {result.status.value}: {result.message}\n  schedule {result.schedule}\n"
-                      f"  warpmap check --spec '{json.dumps(data)}' --level 2 --seed {seed}", flush=True)
+                command = f"warpmap check --target {opts.target} --spec '{json.dumps(data)}' --level 2 --seed {seed}"
+                print(f"FAIL {result.status.value}: {result.message}\n  schedule {result.schedule}\n  {command}",
+                      flush=True)
     rows = [[op, status, count] for (op, status), count in sorted(outcomes.items())]
-    print(f"{specs} random specs in {opts.minutes:g} min (seed {opts.seed}), {opts.samples} level-2 schedules each")
+    print(f"{specs} random specs on {opts.target} in {opts.minutes:g} min (seed {opts.seed}), "
+          f"{opts.samples} level-2 schedules each")
     print(format_table(["operator", "outcome", "schedules"], rows))
     return 1 if failures else 0
 
