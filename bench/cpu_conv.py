@@ -24,6 +24,10 @@ import os
 # Three thread pools take turns (OpenMP's for our launches, torch's, OpenBLAS's): spinning idle OpenMP
 # workers would compete with the others for the same cores (see bench/cpu_kernel_speed.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
 from collections.abc import Callable

@@ -22,6 +22,10 @@ import os
 # workers that spin, libgomp's default, would compete with BLAS's threads for the same cores. Sleeping
 # workers cost a launch a wake-up, nothing measurable at these sizes. Read when libgomp loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
 import importlib.util

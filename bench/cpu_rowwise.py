@@ -24,6 +24,10 @@ import os
 # Idle OpenMP workers that spin (libgomp's default) compete with the other pools (torch's) and with
 # other users of a shared machine for the same cores; sleeping ones cost a launch a wake-up.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
 import tempfile

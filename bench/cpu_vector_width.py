@@ -14,9 +14,15 @@ Usage: ``python bench/cpu_vector_width.py [--sizes 256,512,1024] [--rounds 5]``
 
 from __future__ import annotations
 
+import os
+
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
+
 import argparse
 import datetime
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace

@@ -41,6 +41,10 @@ import os
 # Before numpy loads OpenBLAS: let it pick its kernel for this machine; libgomp reads the policy once.
 os.environ.pop("OPENBLAS_CORETYPE", None)
 os.environ.pop("OPENBLAS_L2_SIZE", None)
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
 import datetime

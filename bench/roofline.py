@@ -21,6 +21,13 @@ Usage: ``python bench/roofline.py [--rounds 5] [--trials 20] [--only hierarchy,t
 
 from __future__ import annotations
 
+import os
+
+# OpenMP threads bound one to a CPU, as in a tuning's measuring process (search.tune.MEASURING_ENVIRONMENT):
+# unbound, another process busy on one core could leave two of a kernel's threads on the other core,
+# each spinning for its peer, and every call waited out scheduler ticks (README, "Measured", a busy host).
+os.environ.setdefault("OMP_PROC_BIND", "true")
+
 import argparse
 import statistics
 import time
