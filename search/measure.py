@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +37,9 @@ from search.verify import CheckResult, Oracle, compile_schedule
 BUILD_MEMORY_BYTES = 3 * 2**29
 
 
-def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
-    """Memory the kernel says can be allocated without swapping (``MemAvailable``), if it says."""
+def available_memory_bytes(meminfo: str | os.PathLike[str] = "/proc/meminfo") -> int | None:
+    """Memory the kernel says can be allocated without swapping (``MemAvailable``), else the free pages
+    (``sysconf``), else None."""
     try:
         with open(meminfo, encoding="ascii") as lines:
             for line in lines:
@@ -45,7 +47,10 @@ def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
 
 
 def compile_workers(requested: int | None = None, *, cores: int | None = None,

@@ -5,23 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 from compiler.backends import Target, get_target
 from compiler.cpu_device import CpuDevice
 from compiler.device import DEFAULT_GPU, DeviceSpec, device_preset, local_gpu_spec
 from compiler.ops import get_operator
-from compiler.ops.spec import DTYPE_BYTES
 from compiler.space import EmptySpaceError, schedule_values
+from search.measure import available_memory_bytes
 from search.trial import TrialStatus
 from search.verify import CheckResult, check_schedules, summarize
 from service.cli.errors import CliError
-from service.cli.specs import validated_spec
+from service.cli.specs import check_memory, validated_spec
 from service.cli.table import print_table
 
 #: Seconds per schedule with the default 2 jobs, before any has been measured. emu: the 3,648
@@ -75,36 +73,6 @@ def _arch_number(arch: str) -> int:
     (90, 80)
     """
     return int("".join(c for c in arch if c.isdigit()) or 0)
-
-
-def host_bytes_needed(min_bytes: int, elements: int) -> int:
-    """Host memory a check holds at its peak, for tensors of ``elements`` elements in ``min_bytes``.
-
-    The inputs are kept (once) and copied for the launch, outputs likewise; the inputs are drawn in
-    float64 before rounding to their dtype, and the reference and the compared outputs are float64.
-    """
-    return 2 * min_bytes + 2 * 8 * elements
-
-
-def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """Memory the kernel says can be allocated without swapping (``MemAvailable``), else free pages."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
-
-
-def check_memory(needed: int, available: int | None) -> None:
-    """A CliError saying how much memory the spec needs when this machine does not have it."""
-    if available is not None and needed > available:
-        raise CliError(f"this spec needs about {needed / 2**30:.1f} GiB of host memory for its inputs, outputs "
-                       f"and float64 reference; {available / 2**30:.1f} GiB is available")
 
 
 def validate_options(args: argparse.Namespace) -> None:
@@ -195,8 +163,7 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_spec_argument(args.spec)
     operator = get_operator(spec.op)
     target = check_target(args.target, args.gpu)
-    min_bytes = operator.min_bytes(spec)
-    check_memory(host_bytes_needed(min_bytes, min_bytes // DTYPE_BYTES[spec.dtype]), available_memory_bytes())
+    check_memory(spec, available_memory_bytes())
     device = target.device()
     try:
         space = operator.space(spec, device, args.level)

@@ -35,6 +35,7 @@ from db.records import CacheHit, DeviceInfo, ToolchainInfo, WorkloadSpec
 from db.repository import count_trials, lookup_kernel, record_trial, save_kernel
 from db.session import create_engine_for, session_scope
 from db.warm import WarmStart, warm_start_schedules
+from search.measure import available_memory_bytes
 from search.records import cache_identity, program_source, tuned_result
 from search.strategies import Budget, StudyMismatchError
 from search.tune import Progress as TuneProgress
@@ -44,6 +45,7 @@ from service.cli.check import parse_spec_argument
 from service.cli.db import database_url, shown
 from service.cli.errors import CliError
 from service.cli.progress import progress_reporter
+from service.cli.specs import check_memory
 from service.jobs.devices import default_worker_name, queue_name
 from service.jobs.runner import progress_document, trial_result
 from service.tuning import study_key, warpmap_version
@@ -99,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_spec_argument(args.spec)
     target = choose_target(args.target)
     check_space(spec, target, args.level)
+    check_memory(spec, available_memory_bytes())
     url = database_url(args)
     ready_database(url)
     workload = WorkloadSpec(op=spec.op, spec=spec.model_dump(mode="json"))

@@ -11,7 +11,7 @@ from compiler.backends import get_target
 from compiler.device import DeviceSpec, device_preset
 from compiler.ops import get_operator
 from compiler.space import Enumeration
-from service.cli import check, main
+from service.cli import check, main, specs
 
 SPEC = '{"op":"matmul","m":67,"n":45,"k":83,"batch":3,"layout_a":"col"}'
 Capture = pytest.CaptureFixture[str]
@@ -98,7 +98,7 @@ def test_a_spec_too_big_for_this_machines_memory_says_how_much_it_needs(
     spec = '{"op":"matmul","m":16384,"n":16384,"k":16384}'  # three 1 GiB tensors
     assert main(["check", "--spec", spec]) == 2
     err = capsys.readouterr().err
-    needed = check.host_bytes_needed(3 << 30, 3 << 28)
+    needed = specs.host_bytes_needed(3 << 30, 3 << 28)
     assert err == (f"warpmap check: error: this spec needs about {needed / 2**30:.1f} GiB of host memory for its "
                    "inputs, outputs and float64 reference; 1.0 GiB is available\n")
 
@@ -106,7 +106,7 @@ def test_a_spec_too_big_for_this_machines_memory_says_how_much_it_needs(
 def test_the_memory_estimate_is_not_below_what_numpy_allocates() -> None:
     # The inputs drawn in float64, the float64 reference and compared outputs, two storage copies.
     elements = 3 * 1000
-    assert check.host_bytes_needed(4 * elements, elements) >= 8 * elements * 2 + 4 * elements * 2
+    assert specs.host_bytes_needed(4 * elements, elements) >= 8 * elements * 2 + 4 * elements * 2
 
 
 def test_available_memory_reads_memavailable(tmp_path: Path) -> None:

@@ -84,6 +84,21 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
     assert len(err) <= 2 and message in err[-1], err
 
 
+def test_a_spec_too_big_for_this_machines_memory_is_refused_before_any_job(
+        capsys: pytest.CaptureFixture[str], database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.cli import specs, tune
+
+    monkeypatch.setattr(tune, "available_memory_bytes", lambda: 1 << 30)
+    spec = '{"op": "matmul", "m": 16384, "n": 16384, "k": 16384}'  # three 1 GiB tensors
+    assert main(["tune", "--spec", spec, "--target", "cpu", "--database-url", database]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    needed = specs.host_bytes_needed(3 << 30, 3 << 28)
+    assert err == [f"warpmap tune: error: this spec needs about {needed / 2**30:.1f} GiB of host memory for its "
+                   "inputs, outputs and float64 reference; 1.0 GiB is available"]
+    # Refused before the database was opened: no job, no file.
+    assert not Path(database.removeprefix("sqlite:///")).exists()
+
+
 def test_a_tuning_is_a_job_with_every_trial_recorded(capsys: pytest.CaptureFixture[str], database: str) -> None:
     from db import create_engine_for, list_jobs, list_trials, session_scope
 

@@ -38,6 +38,7 @@ from compiler.ir import (
     Expr,
     blockIdx,
     call,
+    cast,
     else_,
     f32,
     fma,
@@ -212,7 +213,7 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
                     p, q = p0 + pp, q0 + qq
                     _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
                                   lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
@@ -292,7 +293,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                         (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if layout_a is None
                         else (lambda kk, i, pp=pp: aw[own, pp, kk, i]))
                     _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=k0 == 0, m=m, n=n, c_offset=b * c_batch_stride,
+                                  kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
@@ -315,22 +316,33 @@ def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, own: Expr, pp: Expr, b:
                 _guarded_copy(aw, (own, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
 
 
+def _in_c(c: Buffer, value: Expr | int) -> Expr | int:
+    """``value`` in the integer type of C's element offsets (``c.index_type``), before it is multiplied by
+    a stride, so that an offset computed by hand (batch, row and the tile's rows times their strides)
+    cannot wrap where C's own indexing would not: past 2^31 - 1 elements C is indexed in 64 bits (a
+    50,000 x 50,000 product, or an image whose MR rows of pixels pass 2^31). Unchanged, so the same code,
+    otherwise."""
+    if isinstance(value, int) or value.type == c.index_type:
+        return value
+    return cast(value, c.index_type)
+
+
 def _micro_kernel(c: Buffer, tile: GemmTile, a_at: Panel, b_at: Panel, *, row0: Expr, col0: Expr, kc: Expr,
-                  first: Expr, m: int, n: int, c_offset: Expr | int, c_row_stride: int) -> None:
-    """One MR x NR tile of C at (``row0``, ``col0``) over ``kc`` steps of k: ``a_at(kk, i)`` and
-    ``b_at(kk, j)`` read the packed panels; accumulate in registers, then store (overwrite on the
-    first KC step, add after it), guarded where the tile crosses M or N."""
+                  first: Expr, m: int, n: int, batch_index: Expr, c_batch_stride: int, c_row_stride: int) -> None:
+    """One MR x NR tile of C at (``row0``, ``col0``) of batch ``batch_index`` over ``kc`` steps of k:
+    ``a_at(kk, i)`` and ``b_at(kk, j)`` read the packed panels; accumulate in registers, then store
+    (overwrite on the first KC step, add after it), guarded where the tile crosses M or N."""
     mr, nr = tile.mr, tile.nr
     row0 = let("row0", row0)
     col0 = let("col0", col0)
-    tile_c = let("tile_c", c_offset + row0 * c_row_stride + col0)
+    tile_c = let("tile_c", _in_c(c, batch_index) * c_batch_stride + _in_c(c, row0) * c_row_stride + _in_c(c, col0))
     if tile.prefetch_c:
         # Rows and columns clamped into C: a hint for a line outside the tensor would be wasted.
         last_row = let("last_row", min_(m - 1 - row0, mr - 1))
         last_col = let("last_col", min_(n - 1 - col0, nr - 1))
         for i in range(mr):
             for line in range(0, nr, LINE_FLOATS):
-                offset = min_(last_row, i) * c_row_stride + min_(last_col, line)
+                offset = _in_c(c, min_(last_row, i)) * c_row_stride + _in_c(c, min_(last_col, line))
                 call(prefetch(c.address(tile_c + offset), write=True))
     acc = registers("acc", f32, (mr, nr))
     for i in range_(mr, name="i", unroll=True):
@@ -364,7 +376,7 @@ def _store_rows(c: Buffer, acc: Buffer, tile_c: Expr, add: bool, mr: int, nr: in
         def row(i: Expr = i) -> None:
             for j in range_(nr, name="j", simd=True):
                 def element(j: Expr = j) -> None:
-                    index = tile_c + i * c_row_stride + j
+                    index = tile_c + _in_c(c, i) * c_row_stride + _in_c(c, j)
                     c[index] = acc[i, j] + c[index] if add else acc[i, j]
                 if limits is None:
                     element()
