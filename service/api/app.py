@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from db import list_workers
@@ -79,7 +80,9 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
             if reader is not engine:
                 reader.dispose()
 
-    app = FastAPI(title="warpmap", version="1", description=DESCRIPTION, lifespan=lifespan)
+    # The documentation pages load Swagger UI and ReDoc from the app (under /static-offline-docs), not
+    # from a CDN that a cluster's network may not reach.
+    app = FastAPIOffline(title="warpmap", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.api = state
     errors.install(app)
     for module in (tunings, kernels, system):
