@@ -67,11 +67,14 @@ _AXES = "xyz"
 #: Local names the frame declares: the block and thread coordinates and the launch extents.
 _BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM, _FLAT = "wm_bid_", "wm_tid_", "wm_bdim_", "wm_gdim_", "wm_block"
 _CHUNK = "wm_chunk"
+#: The threads of a launch whose kernel bounds them (``Kernel.host_max_workers``).
+_THREADS = "wm_threads"
 #: A dynamic schedule hands out about this many chunks per thread: few enough that taking one (an
 #: atomic) costs nothing next to a block, enough that a late or slow thread leaves work to others.
 CHUNKS_PER_WORKER = 8
 _FRAME_NAMES = frozenset(
-    {_FLAT, _CHUNK, "workers"} | {prefix + a for prefix in (_BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM) for a in _AXES}
+    {_FLAT, _CHUNK, _THREADS, "workers"}
+    | {prefix + a for prefix in (_BLOCK, _THREAD, _BLOCK_DIM, _GRID_DIM) for a in _AXES}
 )
 
 
@@ -108,6 +111,7 @@ HOST = Dialect(
         "rsqrt": "wm_rsqrtf", "fast_div": "wm_divf", "fma": "fmaf",
         **{name: "wm_" + name for name in BITCASTS.values()},
         "prefetch": "__builtin_prefetch",
+        "worker_slot": "omp_get_thread_num",
     }),
     conversions=MappingProxyType({}),
     type_headers=MappingProxyType({}),
@@ -193,7 +197,10 @@ def render_host(kernel: Kernel) -> KernelSource:
     if clashes:
         raise CodegenError(f"kernel {kernel.name}: names {', '.join(clashes)} are taken by the host frame")
     params = [pointer_param(HOST, names, p) for p in kernel.params]
-    headers = sorted(required_headers(kernel, HOST) - {"algorithm", "cmath"})
+    headers = required_headers(kernel, HOST) - {"algorithm", "cmath"}
+    if _calls(kernel, "worker_slot"):
+        headers.add("omp.h")
+    headers = sorted(headers)
     lines = [*_PRELUDE[:2], *(f"#include <{h}>" for h in headers), *_PRELUDE[2:]]
     lines += _block_function(kernel, names, params)
     lines += ["", *_entry(kernel, names, params), ""]
@@ -204,6 +211,10 @@ def render_host(kernel: Kernel) -> KernelSource:
         block=kernel.block,
         params=tuple(_param(p.name, p.type) for p in kernel.params),
     )
+
+
+def _calls(kernel: Kernel, func: str) -> bool:
+    return any(isinstance(node, Call) and node.func == func for stmt in kernel.body for node in walk(stmt))
 
 
 def _param(name: str, t: object) -> Param:
@@ -253,12 +264,16 @@ def _entry(kernel: Kernel, names: Names, params: list[str]) -> list[str]:
     gx, gy, gz = kernel.grid
     args = [names.var(p) for p in kernel.params]
     coords = [_coordinate(1, gx, gy * gz), _coordinate(gx, gy, gz), _coordinate(gx * gy, gz, 1)]
-    schedule = ["#pragma omp parallel for schedule(static) num_threads(workers)"]
+    threads, bound = "workers", []
+    if kernel.host_max_workers is not None:
+        # A launch never runs more threads than the kernel's per-thread scratch has slots.
+        threads, bound = _THREADS, [f"{INDENT}const int {_THREADS} = std::min(workers, {kernel.host_max_workers});"]
+    schedule = [*bound, f"#pragma omp parallel for schedule(static) num_threads({threads})"]
     if kernel.host_schedule == "dynamic":
         blocks = f"{gx * gy * gz}LL"
-        schedule = [f"{INDENT}const long long {_CHUNK} = std::max(1LL, {blocks} / "
-                    f"({CHUNKS_PER_WORKER}LL * workers));",
-                    f"#pragma omp parallel for schedule(dynamic, {_CHUNK}) num_threads(workers)"]
+        schedule = [*bound, f"{INDENT}const long long {_CHUNK} = std::max(1LL, {blocks} / "
+                    f"({CHUNKS_PER_WORKER}LL * {threads}));",
+                    f"#pragma omp parallel for schedule(dynamic, {_CHUNK}) num_threads({threads})"]
     return [
         *_signature(f'extern "C" void {kernel.name}(', [*params, "int workers"]),
         *schedule,

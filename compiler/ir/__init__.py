@@ -36,6 +36,7 @@ from compiler.ir.intrinsics import (
     shfl_up_sync,
     shfl_xor_sync,
     sqrt,
+    worker_slot,
 )
 from compiler.ir.kernel import Kernel
 from compiler.ir.lang import (
@@ -131,4 +132,5 @@ __all__ = [
     "var",
     "vec",
     "while_",
+    "worker_slot",
 ]

@@ -248,3 +248,15 @@ def prefetch(address: Expr, *, write: bool = False, locality: int = 3) -> Call:
     if not 0 <= locality <= 3:
         raise ValueError(f"prefetch locality is 0 to 3, got {locality}")
     return Call("prefetch", (address, as_expr(int(write), i32), as_expr(locality, i32)), void)
+
+
+def worker_slot() -> Call:
+    """The number of the host thread running this block: 0 up to the launch's threads, and the same for
+    every thread of the block (they run one after another on it). Scratch indexed by it is private to the
+    block while the block runs, and is reused by the thread's next block while still in its caches: a
+    block's scratch needs a slot per thread, not per block. A kernel that uses it bounds its launch's
+    threads with ``host_max_workers`` (``compiler.ir.kernel.Kernel``), the slots it has.
+
+    Host only (``omp_get_thread_num``); CUDA has no spelling and refuses it.
+    """
+    return Call("worker_slot", (), i32)

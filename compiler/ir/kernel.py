@@ -34,7 +34,9 @@ class Kernel:
     dynamic shared memory the launch must request. ``host_schedule`` is how a host target shares the
     blocks among its threads: ``"static"`` (equal runs, fixed in advance) or ``"dynamic"`` (handed out
     in chunks as threads finish: for blocks of uneven cost, or cores shared with other work); GPU
-    targets ignore it.
+    targets ignore it. ``host_max_workers`` bounds the threads of a host launch (a kernel whose scratch
+    has a slot per thread, ``compiler.ir.intrinsics.worker_slot``, has that many slots); None: as many
+    as the launch is given.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Kernel:
     min_blocks: int | None = None
     dynamic_shared_bytes: int = 0
     host_schedule: str = "static"
+    host_max_workers: int | None = None
 
     def __post_init__(self) -> None:
         if not _IDENTIFIER.fullmatch(self.name):
@@ -59,6 +62,8 @@ class Kernel:
         if self.host_schedule not in ("static", "dynamic"):
             raise ValueError(f"kernel {self.name}: host_schedule must be 'static' or 'dynamic', "
                              f"got {self.host_schedule!r}")
+        if self.host_max_workers is not None and self.host_max_workers < 1:
+            raise ValueError(f"kernel {self.name}: host_max_workers must be positive, got {self.host_max_workers}")
         if self.min_blocks is not None and self.min_blocks < 1:
             raise ValueError(f"kernel {self.name}: min_blocks must be positive, got {self.min_blocks}")
 

@@ -55,9 +55,10 @@ class KernelBuilder:
     """Collects one kernel; use through ``with kernel(...) as k`` and read ``k.kernel`` afterwards."""
 
     def __init__(self, name: str, block: Dim3, grid: Dim3, min_blocks: int | None,
-                 host_schedule: str = "static") -> None:
+                 host_schedule: str = "static", host_max_workers: int | None = None) -> None:
         self.name = name
         self.host_schedule = host_schedule
+        self.host_max_workers = host_max_workers
         self.block = block
         self.grid = grid
         self.min_blocks = min_blocks
@@ -78,7 +79,8 @@ class KernelBuilder:
         self._scope.__exit__(exc_type, exc, tb)
         if exc_type is None:
             self._kernel = Kernel(self.name, tuple(self._params), self._statements.finish(), self.block,
-                                  self.grid, self.min_blocks, self._dynamic_shared_bytes, self.host_schedule)
+                                  self.grid, self.min_blocks, self._dynamic_shared_bytes, self.host_schedule,
+                                  self.host_max_workers)
 
     @property
     def kernel(self) -> Kernel:
@@ -125,10 +127,12 @@ class KernelBuilder:
 
 
 def kernel(name: str, *, block: int | tuple[int, ...], grid: int | tuple[int, ...] = 1,
-           min_blocks: int | None = None, host_schedule: str = "static") -> KernelBuilder:
+           min_blocks: int | None = None, host_schedule: str = "static",
+           host_max_workers: int | None = None) -> KernelBuilder:
     """Start writing kernel ``name`` launched with ``grid`` blocks of ``block`` threads
-    (``host_schedule``: see ``Kernel``)."""
-    return KernelBuilder(name, dim3(block, "block"), dim3(grid, "grid"), min_blocks, host_schedule)
+    (``host_schedule``, ``host_max_workers``: see ``Kernel``)."""
+    return KernelBuilder(name, dim3(block, "block"), dim3(grid, "grid"), min_blocks, host_schedule,
+                         host_max_workers)
 
 
 def shared(name: str, dtype: DataType, shape: tuple[int, ...]) -> Buffer:

@@ -23,7 +23,8 @@ micro-kernel starts (the lines arrive while the k loop runs). A KC step after th
 the previous one stored.
 
 ``compute_packing_b_kernel`` is the same loop nest reading B as stored: each block packs its KC x NC
-slice of B into its own workspace just before using it (the GotoBLAS order, for small M).
+slice of B into scratch just before using it (the GotoBLAS order, for small M). The scratch has a slot
+per host thread, not per block (``SCRATCH_SLOTS``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from compiler.ir import (
     prefetch,
     range_,
     registers,
+    worker_slot,
 )
 from compiler.ir.kernel import Kernel
 
@@ -218,16 +220,30 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
     return lower(kb.kernel)
 
 
-def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per block of its grid."""
+#: The most slots of a packing compute launch's scratch, and so the most host threads it runs on. A
+#: block packs into the slot of the thread running it (``worker_slot``), which the thread's next block
+#: reuses while it is still in the core's caches. With a slot per block instead, the scratch grew with
+#: the problem (up to 4.5 GiB for the 0.75 GiB of a 8192^3 product's operands, and every call wrote it
+#: all back to memory); now it is at most this many slots, and a grid of fewer blocks has one per block.
+SCRATCH_SLOTS = 256
+
+
+def scratch_slots(batch: int, m: int, n: int, tile: GemmTile) -> int:
+    """Slots of ``compute_packing_b_kernel``'s scratch: one per block of its grid, at most ``SCRATCH_SLOTS``."""
     mc, nc = _block_extents(m, n, tile)
-    return (batch * ceil(m / mc) * ceil(n / nc), nc // tile.nr, tile.kc, tile.nr)
+    return min(SCRATCH_SLOTS, batch * ceil(m / mc) * ceil(n / nc))
+
+
+def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
+    """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per slot (``scratch_slots``)."""
+    _, nc = _block_extents(m, n, tile)
+    return (scratch_slots(batch, m, n, tile), nc // tile.nr, tile.kc, tile.nr)
 
 
 def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per grid block."""
-    mc, nc = _block_extents(m, n, tile)
-    return (batch * ceil(m / mc) * ceil(n / nc), mc // tile.mr, tile.kc, tile.mr)
+    """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per slot."""
+    mc, _ = _block_extents(m, n, tile)
+    return (scratch_slots(batch, m, n, tile), mc // tile.mr, tile.kc, tile.mr)
 
 
 def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
@@ -240,15 +256,18 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
     batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
     (``packing_a_workspace_shape``), so the whole product is one launch.
 
-    The slice is used while it sits in the core's L2, so B makes one trip from memory instead of
-    three (read, packed copy written, packed copy read). Blocks in one column of the grid pack the
-    same slice again: one vector copy per MC/lanes vector FMAs, a few percent. A's blocks are packed
-    again by every block of a grid row, and a row-major A packs with strided stores: that costs
-    more (12% at 128 x 768 x 768 on one Zen 5 core), so it pays only where it saves a launch.
+    The scratch has a slot per host thread (``scratch_slots``; the launch runs on at most that many):
+    a block packs into its thread's slot. The slice is used while it sits in the core's L2, so B makes
+    one trip from memory instead of three (read, packed copy written, packed copy read). Blocks in one
+    column of the grid pack the same slice again: one vector copy per MC/lanes vector FMAs, a few
+    percent. A's blocks are packed again by every block of a grid row, and a row-major A packs with
+    strided stores: that costs more (12% at 128 x 768 x 768 on one Zen 5 core), so it pays only where
+    it saves a launch.
     """
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
     mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
-    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
+    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static",
+                host_max_workers=scratch_slots(batch, m, n, tile)) as kb:
         if layout_a is None:
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         else:
@@ -260,7 +279,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
         ab = b if a_batched else 0
-        own = let("own", (blockIdx.z * grid[1] + blockIdx.y) * grid[0] + blockIdx.x)
+        own = let("own", worker_slot())
         p0 = let("p0", blockIdx.y * (mc // mr))
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))

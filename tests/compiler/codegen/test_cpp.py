@@ -146,3 +146,53 @@ def test_a_loop_marked_simd_is_an_omp_simd_loop_on_the_host_only():
     assert "    #pragma omp simd\n    for (int j = 0;" in host and "unroll" not in host  # GCC takes one pragma
     assert "#pragma unroll 2\n" in render_cuda(lowered).source
     assert "simd" not in render_cuda(lowered).source
+
+
+def _slots_kernel(max_workers, schedule="static"):
+    from compiler.ir import worker_slot
+
+    with kernel("slots", block=1, grid=16, host_schedule=schedule, host_max_workers=max_workers) as k:
+        out = k.tensor("out", i32, (16,))
+        out[blockIdx.x] = worker_slot()
+    return lower(k.kernel)
+
+
+@pytest.mark.parametrize("schedule", ["static", "dynamic"])
+def test_a_worker_slot_is_the_openmp_thread_and_bounds_the_launch(schedule):
+    source = render_host(_slots_kernel(3, schedule)).source
+    assert "#include <omp.h>" in source and "omp_get_thread_num()" in source
+    assert "const int wm_threads = std::min(workers, 3);" in source
+    assert "num_threads(wm_threads)" in source and "num_threads(workers)" not in source
+    if schedule == "dynamic":
+        assert "(8LL * wm_threads)" in source
+    # Without a bound the launch runs on every thread it is given, and nothing includes omp.h.
+    assert "num_threads(workers)" in render_host(_scale_kernel()).source
+    assert "omp.h" not in render_host(_scale_kernel()).source
+
+
+def test_a_worker_slot_has_no_cuda_spelling():
+    with pytest.raises(CodegenError, match="worker_slot"):
+        render_cuda(_slots_kernel(2))
+
+
+def test_host_max_workers_must_be_positive():
+    with pytest.raises(ValueError, match="host_max_workers must be positive"):
+        _slots_kernel(0)
+
+
+@pytest.mark.parametrize(("max_workers", "workers"), [(3, 8), (8, 2)])
+def test_slots_run_below_the_bound_and_below_the_launch_threads(tmp_path, max_workers, workers):
+    import numpy as np
+
+    from compiler.backends import cpu
+
+    reason = cpu.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    config = cpu.CpuConfig(cache_dir=tmp_path, workers=workers)
+    out = np.full(16, -7, dtype=np.int32)
+    cpu.run(cpu.load(cpu.compile(render_host(_slots_kernel(max_workers)), config), config), [out])
+    # schedule(static) gives thread t the t-th run of blocks: the slots rise along the grid, and every
+    # thread of the bounded launch, and no other, has one.
+    assert out.tolist() == sorted(out.tolist())
+    assert set(out.tolist()) == set(range(min(max_workers, workers)))

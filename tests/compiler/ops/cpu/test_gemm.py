@@ -94,3 +94,35 @@ def test_packing_b_inside_the_compute_launch_with_a_shared_a(run_on_cpu, layout_
     b_rows = b if layout_b == "row" else b.transpose(0, 2, 1)
     expected = np.matmul(a.astype(np.float64), b_rows.astype(np.float64))
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_packing_scratch_has_a_slot_per_thread_not_per_block() -> None:
+    # 8192^3 in 48 x 768 blocks: 171 x 11 blocks, each with a 768 x 768 slice of B, took 4.4 GiB; now
+    # at most SCRATCH_SLOTS slots, and a grid of fewer blocks keeps one a block.
+    tile = gemm.GemmTile(mr=6, nr=32, mc=48, kc=768, nc=768)
+    assert gemm.scratch_slots(1, 8192, 8192, tile) == gemm.SCRATCH_SLOTS
+    assert gemm.packing_b_workspace_shape(1, 8192, 8192, tile) == (gemm.SCRATCH_SLOTS, 24, 768, 32)
+    assert gemm.scratch_slots(2, 96, 700, tile) == 2 * 2 * 1
+    kernel = gemm.compute_packing_b_kernel("mm", batch=1, m=8192, n=8192, k=8192, tile=tile, layout_b="row",
+                                           a_batched=True, c_batch_stride=8192 * 8192, c_row_stride=8192)
+    assert kernel.host_max_workers == gemm.SCRATCH_SLOTS
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_packing_inside_with_more_blocks_than_threads(run_on_cpu, dynamic: bool) -> None:
+    # 7 x 5 x 2 blocks share the launch's threads' slots (A packed inside too), handed out statically
+    # or as threads finish: every block's slice is its own while the block runs.
+    tile = gemm.GemmTile(mr=4, nr=LANES, mc=8, kc=16, nc=2 * LANES, dynamic=dynamic)
+    batch, m, n, k = 2, 5 * 8 - 3, 7 * 2 * LANES - 5, 41
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    compute = gemm.compute_packing_b_kernel("mm", batch=batch, m=m, n=n, k=k, tile=tile, layout_b="row",
+                                            a_batched=True, c_batch_stride=m * n, c_row_stride=n, layout_a="row")
+    assert compute.host_max_workers == 70
+    workspaces = (Workspace("aw", gemm.packing_a_workspace_shape(batch, m, n, tile), "float32"),
+                  Workspace("bw", gemm.packing_b_workspace_shape(batch, m, n, tile), "float32"))
+    program = Program("inside", ("a", "b", "c"), (Launch(compute, ("a", "b", "aw", "bw", "c")),), workspaces)
+    c = run_on_cpu(program, {"a": a, "b": b}, (TensorSpec("c", (batch, m, n), "float32"),))["c"]
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
