@@ -118,6 +118,7 @@ HOST = Dialect(
     local_headers=frozenset(),
     float_infinity="__builtin_inff()",
     simd_pragma="#pragma omp simd",
+    function_headers=MappingProxyType({"worker_slot": "omp.h"}),
 )
 """The host C++ spelling. The barrier and shared-memory fields are never rendered (``check_host``
 refuses those constructs first); they say so should one ever reach the text."""
@@ -197,10 +198,7 @@ def render_host(kernel: Kernel) -> KernelSource:
     if clashes:
         raise CodegenError(f"kernel {kernel.name}: names {', '.join(clashes)} are taken by the host frame")
     params = [pointer_param(HOST, names, p) for p in kernel.params]
-    headers = required_headers(kernel, HOST) - {"algorithm", "cmath"}
-    if _calls(kernel, "worker_slot"):
-        headers.add("omp.h")
-    headers = sorted(headers)
+    headers = sorted(required_headers(kernel, HOST) - {"algorithm", "cmath"})
     lines = [*_PRELUDE[:2], *(f"#include <{h}>" for h in headers), *_PRELUDE[2:]]
     lines += _block_function(kernel, names, params)
     lines += ["", *_entry(kernel, names, params), ""]
@@ -211,10 +209,6 @@ def render_host(kernel: Kernel) -> KernelSource:
         block=kernel.block,
         params=tuple(_param(p.name, p.type) for p in kernel.params),
     )
-
-
-def _calls(kernel: Kernel, func: str) -> bool:
-    return any(isinstance(node, Call) and node.func == func for stmt in kernel.body for node in walk(stmt))
 
 
 def _param(name: str, t: object) -> Param:

@@ -7,7 +7,7 @@ renderer. ``CUDA`` spells exactly the CUDA C++ subset that the emulator also run
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 
@@ -54,6 +54,8 @@ class Dialect:
     float_infinity: str
     #: Put before a loop marked ``simd`` (independent iterations); empty where the target has no use.
     simd_pragma: str = ""
+    #: Header a mapped function needs (``functions``' target name is declared there), by abstract name.
+    function_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 CUDA = Dialect(

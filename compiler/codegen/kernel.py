@@ -61,6 +61,8 @@ def required_headers(kernel: Kernel, dialect: Dialect) -> set[str]:
                 types.append(node.type)
                 if isinstance(node, Call) and node.header is not None and node.func not in dialect.functions:
                     headers.add(node.header)
+                if isinstance(node, Call) and node.func in dialect.function_headers:
+                    headers.add(dialect.function_headers[node.func])
             buffer = _buffer_of(node)
             if buffer is not None:
                 types.append(buffer.dtype)

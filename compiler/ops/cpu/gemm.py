@@ -251,7 +251,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                              layout_a: str | None = None) -> Kernel:
     """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
     (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
-    slice at a time, into its own part of the workspace ``bw`` (``packing_b_workspace_shape``).
+    slice at a time, into its thread's slot of the workspace ``bw`` (``packing_b_workspace_shape``).
     With ``layout_a`` A is read as stored too (``(batch, m, k)`` or ``(batch, k, m)``, always
     batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
     (``packing_a_workspace_shape``), so the whole product is one launch.
@@ -279,7 +279,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
         ab = b if a_batched else 0
-        own = let("own", worker_slot())
+        slot = let("slot", worker_slot())
         p0 = let("p0", blockIdx.y * (mc // mr))
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
@@ -292,47 +292,47 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                 if layout_b == "row":
                     for kk in range_(kc, name="kk"):
                         for j in range_(nr, name="j", simd=True):
-                            _guarded_copy(bw, (own, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
+                            _guarded_copy(bw, (slot, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
                 else:
                     for j in range_(nr, name="j"):
                         with if_(j < cols):
                             for kk in range_(kc, name="kk", simd=True):
-                                bw[own, qq, kk, j] = src[b, col + j, k0 + kk]
+                                bw[slot, qq, kk, j] = src[b, col + j, k0 + kk]
                         with else_():
                             for kk in range_(kc, name="kk", simd=True):
-                                bw[own, qq, kk, j] = 0.0
+                                bw[slot, qq, kk, j] = 0.0
             if layout_a is not None:
                 for pp in range_(p_count, name="pp"):
-                    _pack_a_block(a, aw, layout_a, own=own, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
+                    _pack_a_block(a, aw, layout_a, slot=slot, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
                                   m=m, mr=mr)
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
                     p, q = p0 + pp, q0 + qq
                     a_at: Panel = (
                         (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if layout_a is None
-                        else (lambda kk, i, pp=pp: aw[own, pp, kk, i]))
-                    _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[own, qq, kk, j], row0=p * mr, col0=q * nr,
+                        else (lambda kk, i, pp=pp: aw[slot, pp, kk, i]))
+                    _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[slot, qq, kk, j], row0=p * mr, col0=q * nr,
                                   kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
 
-def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, own: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
+def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, slot: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
                   kc: Expr, m: int, mr: int) -> None:
-    """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[own, pp]``."""
+    """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[slot, pp]``."""
     rows = let("rows", min_(m - row0, mr))
     if layout == "row":
         for r in range_(mr, name="r"):
             with if_(r < rows):
                 for kk in range_(kc, name="kk", simd=True):
-                    aw[own, pp, kk, r] = a[b, row0 + r, k0 + kk]
+                    aw[slot, pp, kk, r] = a[b, row0 + r, k0 + kk]
             with else_():
                 for kk in range_(kc, name="kk", simd=True):
-                    aw[own, pp, kk, r] = 0.0
+                    aw[slot, pp, kk, r] = 0.0
     else:
         for kk in range_(kc, name="kk"):
             for r in range_(mr, name="r", simd=True):
-                _guarded_copy(aw, (own, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
+                _guarded_copy(aw, (slot, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
 
 
 def _in_c(c: Buffer, value: Expr | int) -> Expr | int:
