@@ -1,0 +1,38 @@
+"""``bench/large_outputs.py``: the scratch table, a product run and checked, a wrong result caught (exit
+status 1), bad counts refused by argparse (exit status 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.backends import get_target
+
+
+@pytest.fixture
+def bench(load_bench):
+    if (reason := get_target("cpu").unavailable_reason()) is not None:
+        pytest.skip(reason)
+    return load_bench("large_outputs")
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_product_runs_and_is_checked(bench, capsys: pytest.CaptureFixture[str], inside: bool) -> None:
+    argv = ["--scratch", "256", "--samples", "5", "--run", "150", "--k", "7", "--rows", "5"]
+    assert bench.main(argv + (["--inside"] if inside else [])) == 0
+    table, run = capsys.readouterr().out.strip().splitlines()
+    assert table.startswith("256³: operands 1 MiB, largest in-launch scratch of 5 sampled schedules")
+    assert run.startswith("150x150x7 (22,500 outputs)") and "6 rows checked" in run
+    assert ("pack_b_inside=True" in run) == inside
+
+
+def test_a_wrong_product_exits_1(bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A launch that writes nothing leaves the poisoned output: every checked row is NaN.
+    monkeypatch.setattr(type(get_target("cpu")), "run", lambda self, loaded, buffers, timeout_s: None)
+    assert bench.main(["--scratch", "", "--run", "64", "--rows", "3"]) == 1
+    assert "(WRONG)" in capsys.readouterr().out
+
+
+def test_bad_counts_exit_2(bench, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--rows", "0"])
+    assert exit_.value.code == 2 and "--rows" in capsys.readouterr().err
