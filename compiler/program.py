@@ -33,19 +33,44 @@ Binding = str | int | float
 
 @dataclass(frozen=True)
 class Workspace:
-    """A buffer the program allocates for itself, alive across its launches (partial results)."""
+    """A buffer the program allocates for itself, alive across its launches (partial results).
+
+    ``per_worker``: the first axis is a slot per host thread of the launches that use it (their kernels
+    index it with ``compiler.ir.worker_slot``), and ``shape[0]`` slots cover the most threads any of them
+    runs on (``Kernel.host_max_workers``). The template cannot know the host it will run on; the target
+    that loads the program can, and allocates ``allocated_shape(threads)`` for a launch on that many
+    threads. A target that allocates the declared shape (the GPU targets, which have no host threads)
+    is correct too, only larger.
+
+    >>> Workspace("bw", (256, 24, 768, 32), "float32", per_worker=True).allocated_shape(2)
+    (2, 24, 768, 32)
+    >>> Workspace("partials", (4, 3), "float32").allocated_shape(2)
+    (4, 3)
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    per_worker: bool = False
 
     def __post_init__(self) -> None:
         if any(d < 1 for d in self.shape):
             raise ValueError(f"workspace {self.name!r}: extents must be positive, got {self.shape}")
+        if self.per_worker and not self.shape:
+            raise ValueError(f"workspace {self.name!r}: a slot per worker needs an axis for the slots")
 
     @property
     def elements(self) -> int:
         return prod(self.shape)
+
+    def allocated_shape(self, workers: int) -> tuple[int, ...]:
+        """The shape to allocate for launches on at most ``workers`` host threads: the declared one, its
+        slots cut to ``workers`` where it has a slot per worker."""
+        if workers < 1:
+            raise ValueError(f"workspace {self.name!r}: workers must be at least 1, got {workers}")
+        if not self.per_worker:
+            return self.shape
+        return (min(self.shape[0], workers), *self.shape[1:])
 
 
 def _param_dtype(kernel: Kernel, index: int) -> tuple[str, bool]:
@@ -116,6 +141,8 @@ class Program:
                 if dtypes.setdefault(buffer, dtype) != dtype:
                     raise ValueError(f"program {self.name!r}: {buffer!r} is {dtypes[buffer]} in one launch "
                                      f"and {dtype} in {launch.kernel.name}")
+                if buffer in workspaces:
+                    _check_slots(self.name, workspaces[buffer], launch.kernel)
                 used.add(buffer)
         unused = [name for name in names if name not in used]
         if unused:
@@ -134,6 +161,18 @@ class Program:
                 if name == buffer:
                     return dtype
         raise KeyError(buffer)
+
+
+def _check_slots(program: str, workspace: Workspace, kernel: Kernel) -> None:
+    """A workspace with a slot per worker is cut to the launch's threads, so a launch that uses it must
+    bound its threads, and by no more than the declared slots: else a thread would index past the cut."""
+    if not workspace.per_worker:
+        return
+    bound = kernel.host_max_workers
+    if bound is None or bound > workspace.shape[0]:
+        runs = "on as many threads as it is given" if bound is None else f"on up to {bound} threads"
+        raise ValueError(f"program {program!r}: {workspace.name!r} has {workspace.shape[0]} slots, a slot per "
+                         f"worker, but {kernel.name} runs {runs}")
 
 
 def launch_arguments(

@@ -72,3 +72,34 @@ def test_single_takes_the_pointer_parameters_as_arguments() -> None:
     assert program.arguments == ("y",) and program.workspaces == ()
     with pytest.raises(ValueError, match="no launches"):
         Program("empty", (), ())
+
+
+def _slots_kernel(host_max_workers: int | None) -> object:
+    with kernel("packs", block=1, grid=8, host_max_workers=host_max_workers) as k:
+        k.tensor("scratch", f32, (4, 16))
+    return lower(k.kernel)
+
+
+def test_a_workspace_with_a_slot_per_worker_is_cut_to_the_launchs_threads() -> None:
+    scratch = Workspace("scratch", (4, 16), "float32", per_worker=True)
+    assert [scratch.allocated_shape(w) for w in (1, 2, 4, 64)] == [(1, 16), (2, 16), (4, 16), (4, 16)]
+    assert Workspace("tmp", (4, 16), "float32").allocated_shape(2) == (4, 16)  # the default: all of it
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        scratch.allocated_shape(0)
+    with pytest.raises(ValueError, match="needs an axis for the slots"):
+        Workspace("scalar", (), "float32", per_worker=True)
+
+
+@pytest.mark.parametrize(("bound", "message"), [
+    (None, "'scratch' has 4 slots, a slot per worker, but packs runs on as many threads as it is given"),
+    (5, "'scratch' has 4 slots, a slot per worker, but packs runs on up to 5 threads"),
+])
+def test_a_slot_per_worker_needs_launches_that_bound_their_threads_by_the_slots(bound, message) -> None:
+    # A launch on more threads than the slots would index past a scratch cut to its threads.
+    scratch = Workspace("scratch", (4, 16), "float32", per_worker=True)
+    with pytest.raises(ValueError, match=message):
+        Program("p", (), (Launch(_slots_kernel(bound), ("scratch",)),), (scratch,))
+    for fits in (4, 3):
+        Program("p", (), (Launch(_slots_kernel(fits), ("scratch",)),), (scratch,))
+    # Without the field nothing is cut, so any launch may use it, as before.
+    Program("p", (), (Launch(_slots_kernel(None), ("scratch",)),), (Workspace("scratch", (4, 16), "float32"),))
