@@ -3,9 +3,11 @@ built into a shared object by ``compiler.backends.cpu`` (g++ with OpenMP, conten
 opened with ctypes and run in this process, in order, on all the cores this process may use.
 
 Workspaces are host buffers aligned to 64 bytes (a cache line, and the widest vector load), allocated
-once at ``load`` and poisoned with NaN before each checked ``run``. A run that passes its time limit is
-reported as a ``KernelTimeoutError``; the call cannot be stopped from Python, so its thread is left to
-finish in the background (isolating candidates that crash or hang is the search harness's job).
+once at ``load`` and poisoned with NaN before each checked ``run``; one with a slot per worker
+(``Workspace.per_worker``) gets as many slots as a launch here has threads, at most those declared. A
+run that passes its time limit is reported as a ``KernelTimeoutError``; the call cannot be stopped from
+Python, so its thread is left to finish in the background (isolating candidates that crash or hang is the
+search harness's job).
 ``time`` follows ``compiler.backends.timing``'s protocol over the whole program, the monotonic host
 clock around each repetition, a buffer of twice the last-level cache written between repetitions when
 the protocol asks for cold caches.
@@ -45,9 +47,10 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = ALIG
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
-def _workspace(workspace: Workspace) -> np.ndarray:
-    array = aligned_empty(workspace.shape, np.dtype(STORAGE_DTYPES[workspace.dtype]))
-    np.copyto(array, poisoned(workspace.shape, workspace.dtype))
+def _workspace(workspace: Workspace, workers: int) -> np.ndarray:
+    shape = workspace.allocated_shape(workers)
+    array = aligned_empty(shape, np.dtype(STORAGE_DTYPES[workspace.dtype]))
+    np.copyto(array, poisoned(shape, workspace.dtype))
     return array
 
 
@@ -111,7 +114,10 @@ class CpuTarget:
     def load(self, artifact: Artifact) -> Loaded:
         cfg = self._config()
         kernels = [cpu.load(build.binaries["so"], cfg) for build in artifact.launches]
-        return Loaded(artifact, {w.name: _workspace(w) for w in artifact.program.workspaces}, kernels)
+        # Every launch is called with cfg.workers threads (LoadedKernel.workers), so a slot per worker
+        # needs no more slots than that, whatever the template declared without knowing the host.
+        workspaces = {w.name: _workspace(w, cfg.workers) for w in artifact.program.workspaces}
+        return Loaded(artifact, workspaces, kernels)
 
     def _calls(self, loaded: Loaded, buffers: Mapping[str, np.ndarray]) -> list[Callable[[], None]]:
         """One ctypes call per launch, its arguments checked and bound once."""
@@ -125,7 +131,8 @@ class CpuTarget:
     def run(self, loaded: Loaded, buffers: Mapping[str, np.ndarray], *, timeout_s: float) -> None:
         program = loaded.artifact.program
         for workspace in program.workspaces:
-            np.copyto(loaded.workspaces[workspace.name], poisoned(workspace.shape, workspace.dtype))
+            array = loaded.workspaces[workspace.name]
+            np.copyto(array, poisoned(array.shape, workspace.dtype))
         calls = self._calls(loaded, buffers)
         failure: list[BaseException] = []
 

@@ -8,7 +8,9 @@ the two into a callable that runs the launches in order over the program's argum
 
 - ``cpu``: each launch's shared object is written to a private cache folder (content-addressed, mode
   0700), opened with ctypes and called on numpy arrays (anything with ``__dlpack__`` on the host works
-  too, without a copy); workspaces are 64-byte-aligned host buffers the kernel owns.
+  too, without a copy); workspaces are 64-byte-aligned host buffers the kernel owns, one whose document
+  says ``per_worker`` cut to as many slots as its launches run threads (records without the field
+  allocate the stored shape).
 - ``cuda``: the CUBINs are loaded through the driver (``compiler.backends.stored_cuda``); see there for
   the arguments it takes.
 
@@ -100,6 +102,17 @@ def _kernel(document: Mapping[str, Any], where: str) -> KernelSource:
                         params=tuple(params), shared_bytes=_field(document, "shared_bytes", int, where))
 
 
+def _workspace(document: Mapping[str, Any]) -> Workspace:
+    """A workspace of the program document; ``per_worker`` absent (records written before it): false,
+    so the declared shape is allocated, as it was."""
+    per_worker = document.get("per_worker", False) if isinstance(document, Mapping) else False
+    if not isinstance(per_worker, bool):
+        raise _BadRecordError(f"stored kernel: workspace has no valid 'per_worker' (got {per_worker!r})")
+    shape = tuple(_field(document, "shape", (list, tuple), "workspace"))
+    return Workspace(_field(document, "name", str, "workspace"), shape, _field(document, "dtype", str, "workspace"),
+                     per_worker)
+
+
 def _binaries(binary: bytes, count: int) -> dict[int, tuple[str, bytes]]:
     """Launch index -> (role, bytes): an archive's members, or the one launch's binary as given."""
     if not binary.startswith(_ZIP_MAGIC):
@@ -141,10 +154,7 @@ def stored_program(document: Mapping[str, Any], binary: bytes, *, target: str | 
         bindings = [tuple(_field(launch, "bindings", (list, tuple), f"launch {i}"))
                     for i, launch in enumerate(launch_docs)]
         arguments = tuple(_field(program, "arguments", (list, tuple), "program"))
-        workspaces = tuple(Workspace(_field(w, "name", str, "workspace"),
-                                     tuple(_field(w, "shape", (list, tuple), "workspace")),
-                                     _field(w, "dtype", str, "workspace"))
-                           for w in program.get("workspaces") or ())
+        workspaces = tuple(_workspace(w) for w in program.get("workspaces") or ())
         kind = target or program.get("target") or document.get("target")
     else:
         kernel = _kernel(document, "kernel")
@@ -287,9 +297,12 @@ def _cpu_runner(program: StoredProgram, shapes: Mapping[str, tuple[int, ...]] | 
         function.argtypes = [*(cpu._ctype(p) for p in launch.kernel.params), ctypes.c_int]
         function.restype = None
         functions.append(function)
-    workspaces = {w.name: aligned_empty(w.shape, STORAGE_DTYPES[w.dtype]) for w in program.workspaces}
+    # Every call passes ``threads``: a workspace with a slot per worker needs no more slots than that.
+    workspaces = {w.name: aligned_empty(w.allocated_shape(threads), STORAGE_DTYPES[w.dtype])
+                  for w in program.workspaces}
     for w in program.workspaces:
-        np.copyto(workspaces[w.name], poisoned(w.shape, w.dtype))  # a launch that reads before writing shows
+        array = workspaces[w.name]
+        np.copyto(array, poisoned(array.shape, w.dtype))  # a launch that reads before writing shows
 
     def run(buffers: Mapping[str, Any]) -> None:
         arrays = {name: host_array(name, value, program.dtypes[name], (shapes or {}).get(name))

@@ -24,7 +24,8 @@ the previous one stored.
 
 ``compute_packing_b_kernel`` is the same loop nest reading B as stored: each block packs its KC x NC
 slice of B into scratch just before using it (the GotoBLAS order, for small M). The scratch has a slot
-per host thread, not per block (``SCRATCH_SLOTS``).
+per host thread, not per block: the kernel declares up to ``SCRATCH_SLOTS``, and the target that loads
+the program allocates as many as its launches there run threads (``Workspace.per_worker``).
 """
 
 from __future__ import annotations
@@ -220,28 +221,33 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
     return lower(kb.kernel)
 
 
-#: The most slots of a packing compute launch's scratch, and so the most host threads it runs on. A
-#: block packs into the slot of the thread running it (``worker_slot``), which the thread's next block
+#: The most slots a packing compute launch's scratch declares, and so the most host threads it runs on.
+#: A block packs into the slot of the thread running it (``worker_slot``), which the thread's next block
 #: reuses while it is still in the core's caches. With a slot per block instead, the scratch grew with
 #: the problem (up to 4.5 GiB for the 0.75 GiB of a 8192^3 product's operands, and every call wrote it
-#: all back to memory); now it is at most this many slots, and a grid of fewer blocks has one per block.
+#: all back to memory). The program is built without knowing the host, so this bounds what it declares
+#: (a grid of fewer blocks declares one per block); the target that loads it allocates one slot per
+#: thread its launches run on (``compiler.program.Workspace.per_worker``): two on a two-core host.
 SCRATCH_SLOTS = 256
 
 
 def scratch_slots(batch: int, m: int, n: int, tile: GemmTile) -> int:
-    """Slots of ``compute_packing_b_kernel``'s scratch: one per block of its grid, at most ``SCRATCH_SLOTS``."""
+    """Slots ``compute_packing_b_kernel``'s scratch declares, and the most threads its launch runs on: one
+    per block of its grid, at most ``SCRATCH_SLOTS``. A target allocates as many of them as a launch there
+    has threads (``Workspace.per_worker``)."""
     mc, nc = _block_extents(m, n, tile)
     return min(SCRATCH_SLOTS, batch * ceil(m / mc) * ceil(n / nc))
 
 
 def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per slot (``scratch_slots``)."""
+    """The declared scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per slot
+    (``scratch_slots``)."""
     _, nc = _block_extents(m, n, tile)
     return (scratch_slots(batch, m, n, tile), nc // tile.nr, tile.kc, tile.nr)
 
 
 def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per slot."""
+    """The declared A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per slot."""
     mc, _ = _block_extents(m, n, tile)
     return (scratch_slots(batch, m, n, tile), mc // tile.mr, tile.kc, tile.mr)
 
@@ -256,13 +262,15 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
     batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
     (``packing_a_workspace_shape``), so the whole product is one launch.
 
-    The scratch has a slot per host thread (``scratch_slots``; the launch runs on at most that many):
-    a block packs into its thread's slot. The slice is used while it sits in the core's L2, so B makes
-    one trip from memory instead of three (read, packed copy written, packed copy read). Blocks in one
-    column of the grid pack the same slice again: one vector copy per MC/lanes vector FMAs, a few
-    percent. A's blocks are packed again by every block of a grid row, and a row-major A packs with
-    strided stores: that costs more (12% at 128 x 768 x 768 on one Zen 5 core), so it pays only where
-    it saves a launch.
+    The scratch has a slot per host thread: a block packs into its thread's slot. The kernel declares
+    ``scratch_slots`` of them and runs on at most that many threads; a program binding ``aw`` and ``bw``
+    marks them ``per_worker``, so the target that loads it allocates a slot per thread it launches on,
+    which the kernel never indexes past (``worker_slot`` is below ``min(workers, host_max_workers)``).
+    The slice is used while it sits in the core's L2, so B makes one trip from memory instead of three
+    (read, packed copy written, packed copy read). Blocks in one column of the grid pack the same slice
+    again: one vector copy per MC/lanes vector FMAs, a few percent. A's blocks are packed again by every
+    block of a grid row, and a row-major A packs with strided stores: that costs more (12% at 128 x 768 x
+    768 on one Zen 5 core), so it pays only where it saves a launch.
     """
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
     mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)

@@ -3,7 +3,8 @@
 A program over the arguments ``a``, ``b`` (inputs, stored as ``MatmulSpec.a_shape`` / ``b_shape``:
 row- or column-major, any batch) and ``c`` (``[batch, m, n]``): a launch packing A into the workspace
 ``ap``, then the compute launch, which either packs B slice by slice itself (``pack_b_inside``, into
-the workspace ``bw``) or reads B packed by a launch of its own (workspace ``bp``). A schedule is a
+the workspace ``bw``, a slot per host thread: ``Workspace.per_worker``) or reads B packed by a launch of
+its own (workspace ``bp``). A schedule is a
 :class:`CpuMatmulSchedule`: a :class:`~compiler.ops.cpu.gemm.GemmTile` and that choice.
 
 Spaces read the host's description: ``nr`` is a multiple of its f32 lanes, the micro-kernel's
@@ -190,13 +191,13 @@ def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
         compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
                                            layout_b=spec.layout_b, a_batched=True, layout_a=spec.layout_a,
                                            **strides)
-        workspaces = (Workspace("aw", packing_a_workspace_shape(batch, m, n, schedule), "float32"),
-                      Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32"))
+        workspaces = (Workspace("aw", packing_a_workspace_shape(batch, m, n, schedule), "float32", per_worker=True),
+                      Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True))
         return Program(TEMPLATE, ("a", "b", "c"), (Launch(compute, ("a", "b", "aw", "bw", "c")),), workspaces)
     if getattr(schedule, "pack_b_inside", False):
         compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
                                            layout_b=spec.layout_b, a_batched=True, **strides)
-        bw = Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32")
+        bw = Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True)
         launches = (Launch(pack_a, ("a", "ap")), Launch(compute, ("ap", "b", "bw", "c")))
         return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bw))
     pack_b = pack_b_kernel("cpu_matmul_pack_b", batch=batch, k=k, n=n, tile=schedule, layout=spec.layout_b)

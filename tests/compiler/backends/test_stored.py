@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compiler.backends import Artifact, get_target, stored_cuda
+from compiler.backends import Artifact, get_target, stored, stored_cuda
 from compiler.backends.errors import BackendUnavailableError
 from compiler.backends.stored import load_stored, stored_program
 from compiler.device import DEVICES
 from compiler.numeric import from_storage, poisoned, relative_error
 from compiler.ops import get_operator, parse_spec
+from compiler.ops.cpu.gemm import SCRATCH_SLOTS
+from compiler.ops.cpu.matmul import CpuMatmulSchedule
 from compiler.toolchain import detect_gpus
 from search.records import program_result
 from search.verify import compile_schedule
@@ -199,6 +201,76 @@ def test_a_program_missing_a_launchs_binary_is_refused(matmul_record) -> None:
     document = {**matmul_record, "program": {**matmul_record["program"], "launches": [*launches, launches[-1]]}}
     with pytest.raises(ValueError, match=f"launch {len(launches)} .* has no cpu binary"):
         stored_program(document, base64.b64decode(matmul_record["binary"]))
+
+
+# --- the in-launch packing's scratch: a slot per thread of the call ------------------------------------------
+
+#: 17 x 16 blocks of 4 x lanes, more than SCRATCH_SLOTS: the stored program declares the most slots it may use.
+LANES = get_target("cpu").device().f32_lanes
+PACKING = {"op": "matmul", "m": 17 * 4 - 1, "n": 16 * LANES - 3, "k": 37}
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["pack-b-inside", "pack-a-and-b-inside"])
+def packing_record(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A matmul packing inside its compute launch, stored as the API would send it."""
+    schedule = CpuMatmulSchedule(mr=4, nr=LANES, mc=4, kc=16, nc=LANES, pack_b_inside=True,
+                                 pack_a_inside=request.param)
+    artifact = get_target("cpu").compile(get_operator("matmul").build(parse_spec(PACKING), schedule, "cpu"))
+    assert isinstance(artifact, Artifact), artifact
+    record = program_result(artifact, schedule={}, latency_us=1.0, trials_used=1)
+    document = {**record.fields(), "target": "cpu", "binary": base64.b64encode(record.binary or b"").decode()}
+    return json.loads(json.dumps(document))
+
+
+def _per_worker(document: dict[str, Any], value: Any) -> dict[str, Any]:
+    """``document`` with ``per_worker`` set to ``value`` on its packing scratch (``aw``, ``bw``), or left out
+    of every workspace (a record written before the field) where ``value`` is None."""
+    program = document["program"]
+    workspaces = [{k: v for k, v in w.items() if k != "per_worker"} for w in program["workspaces"]]
+    if value is not None:
+        workspaces = [{**w, "per_worker": value} if w["name"] in ("aw", "bw") else w for w in workspaces]
+    return {**document, "program": {**program, "workspaces": workspaces}}
+
+
+def _run_packing(document: dict[str, Any], tmp_path, monkeypatch: pytest.MonkeyPatch,
+                 workers: int) -> tuple[dict[str, int], float]:
+    """The slots the stored kernel allocated for ``aw`` and ``bw``, and its error against numpy."""
+    allocated: list[tuple[int, ...]] = []
+    aligned_empty = stored.aligned_empty
+
+    def recorded(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        allocated.append(tuple(shape))
+        return aligned_empty(shape, dtype)
+
+    monkeypatch.setattr(stored, "aligned_empty", recorded)
+    kernel = _load(document, tmp_path, workers=workers, shapes=_shapes(PACKING))
+    names = [w.name for w in kernel.program.workspaces]
+    slots = {name: shape[0] for name, shape in zip(names, allocated, strict=True) if name in ("aw", "bw")}
+    inputs, outputs, expected = _case(PACKING, seed=workers)
+    kernel(**inputs, **outputs)
+    return slots, relative_error(from_storage(outputs["c"], "float32"), expected["c"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stored_slot_per_worker_is_cut_to_the_threads_of_the_calls(packing_record, tmp_path, monkeypatch,
+                                                                     workers: int) -> None:
+    document = _per_worker(packing_record, True)
+    slots, error = _run_packing(document, tmp_path, monkeypatch, workers)
+    assert slots and set(slots.values()) == {workers}
+    assert error <= 1e-5
+
+
+def test_a_stored_record_without_per_worker_allocates_every_declared_slot(packing_record, tmp_path,
+                                                                          monkeypatch) -> None:
+    # Records written before the field run as they did.
+    slots, error = _run_packing(_per_worker(packing_record, None), tmp_path, monkeypatch, 2)
+    assert slots and set(slots.values()) == {SCRATCH_SLOTS}
+    assert error <= 1e-5
+
+
+def test_a_per_worker_that_is_not_a_boolean_is_refused(packing_record) -> None:
+    with pytest.raises(ValueError, match="workspace has no valid 'per_worker' \\(got 'yes'\\)"):
+        stored_program(_per_worker(packing_record, "yes"), base64.b64decode(packing_record["binary"]))
 
 
 # --- cuda: real CUBINs, a stand-in driver -------------------------------------------------------------------

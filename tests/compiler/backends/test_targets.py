@@ -10,10 +10,17 @@ import pytest
 
 from compiler.backends import Artifact, CompileFailure, get_target
 from compiler.backends.cpu import CpuConfig
+from compiler.backends.emu.target import poison_workspaces
 from compiler.backends.errors import BackendUnavailableError, KernelTimeoutError, TimingUnavailableError
 from compiler.backends.timing import Protocol
+from compiler.cpu_device import detect_cpu
 from compiler.device import DEVICES, template_target
 from compiler.numeric import poisoned, relative_error
+from compiler.ops import get_operator
+from compiler.ops.cpu.gemm import SCRATCH_SLOTS
+from compiler.ops.cpu.matmul import CpuMatmulSchedule
+from compiler.ops.matmul_spec import MatmulSpec
+from compiler.program import Program
 
 from .conftest import ROWSUM, CpuRowSum, CudaRowSum, RowSumSpec
 
@@ -154,3 +161,65 @@ def test_the_cuda_target_builds_the_devices_binary_without_a_gpu() -> None:
     if cuda.unavailable_reason() is not None:
         with pytest.raises(BackendUnavailableError, match="no GPU"):
             cuda.load(artifact)
+
+
+LANES = detect_cpu().f32_lanes
+#: 17 x 16 blocks of 4 x LANES, more than SCRATCH_SLOTS: the program declares the most slots it may use.
+PACKING = MatmulSpec(m=17 * 4 - 1, n=16 * LANES - 3, k=37)
+
+
+def _packing_program(pack_a_inside: bool) -> Program:
+    schedule = CpuMatmulSchedule(mr=4, nr=LANES, mc=4, kc=16, nc=LANES, pack_b_inside=True,
+                                 pack_a_inside=pack_a_inside)
+    return get_operator("matmul").build(PACKING, schedule, "cpu")
+
+
+def _run_matmul(target, program: Program, workers: int) -> tuple[dict[str, np.ndarray], float]:
+    """The workspaces ``target`` allocated for ``program`` and the product's error against numpy, the
+    output poisoned first."""
+    artifact = target.compile(program)
+    assert isinstance(artifact, Artifact), artifact
+    loaded = target.load(artifact)
+    assert all(kernel.workers == workers for kernel in loaded.handles)  # the threads every launch is given
+    matmul = get_operator("matmul")
+    inputs = matmul.inputs(PACKING, np.random.default_rng(workers))
+    c = poisoned((1, PACKING.m, PACKING.n), "float32")
+    target.run(loaded, {**inputs, "c": c}, timeout_s=60)
+    error = relative_error(c.astype(np.float64), matmul.reference(PACKING, inputs)["c"])
+    return loaded.workspaces, error
+
+
+@pytest.mark.parametrize("pack_a_inside", [False, True], ids=["pack-b-inside", "pack-a-and-b-inside"])
+def test_cpu_allocates_a_slot_per_thread_of_its_launches(cpu, pack_a_inside: bool) -> None:
+    # The program is built without knowing the host: it declares SCRATCH_SLOTS slots; the target that
+    # loads it allocates as many as its launches run threads, and 272 blocks share them correctly.
+    program = _packing_program(pack_a_inside)
+    scratch = [w for w in program.workspaces if w.per_worker]
+    assert sorted(w.name for w in scratch) == (["aw", "bw"] if pack_a_inside else ["bw"])
+    assert all(w.shape[0] == SCRATCH_SLOTS for w in scratch)
+    assert program.launches[-1].kernel.host_max_workers == SCRATCH_SLOTS
+    for workers in (1, 2):
+        target = dataclasses.replace(cpu, config=dataclasses.replace(cpu.config, workers=workers))
+        workspaces, error = _run_matmul(target, program, workers)
+        assert {w.name: workspaces[w.name].shape for w in scratch} == {
+            w.name: (workers, *w.shape[1:]) for w in scratch}
+        assert error <= 1e-5
+
+
+def test_cpu_allocates_every_declared_slot_of_a_workspace_without_the_field(cpu) -> None:
+    # A program built before workspaces said they have a slot per worker: all of it, as then, and correct.
+    program = _packing_program(pack_a_inside=True)
+    old = dataclasses.replace(program, workspaces=tuple(dataclasses.replace(w, per_worker=False)
+                                                        for w in program.workspaces))
+    target = dataclasses.replace(cpu, config=dataclasses.replace(cpu.config, workers=2))
+    workspaces, error = _run_matmul(target, old, 2)
+    assert workspaces["aw"].shape[0] == workspaces["bw"].shape[0] == SCRATCH_SLOTS
+    assert error <= 1e-5
+
+
+def test_the_emulator_allocates_every_declared_slot_of_a_slot_per_worker() -> None:
+    # A GPU target launches no host threads and allocates the declared shape (as cuda's load does too):
+    # larger than needed, never smaller than a launch indexes.
+    program = _packing_program(pack_a_inside=True)
+    assert {name: a.shape for name, a in poison_workspaces(program).items()} == {
+        w.name: w.shape for w in program.workspaces}
