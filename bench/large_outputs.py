@@ -3,7 +3,9 @@ a product whose output passes 2^31 elements, run and checked.
 
 ``--scratch 2048,8192,16384``: for each n, the level-2 space of n³ on this host, ``--samples`` schedules
 (seed 0) built, nothing compiled or allocated; prints the operands' bytes and the largest scratch of a
-launch that packs its operands itself (workspaces ``aw`` and ``bw``).
+launch that packs its operands itself (workspaces ``aw`` and ``bw``): as the program declares it (slots
+for the most threads the launch may run on) and as the cpu target allocates it here (a slot per thread a
+launch on this host runs, ``Workspace.allocated_shape``).
 
 ``--run N``: an N x N x ``--k`` product with the template's default schedule, or with ``--inside`` a
 sampled one that packs B inside the compute launch, built, compiled and run once on the host's cores,
@@ -25,25 +27,43 @@ import time
 import numpy as np
 
 from compiler.backends import get_target
+from compiler.backends.cpu import CpuConfig
 from compiler.backends.target import CompileFailure
 from compiler.ops import get_operator, parse_spec
+from compiler.program import Program
 
 #: Workspaces of a compute launch that packs its operands itself (``compiler.ops.cpu.gemm``).
 SCRATCH = ("aw", "bw")
 
 
-def scratch_rows(sizes: list[int], samples: int) -> list[str]:
-    """For each n, the operands' MiB and the largest in-launch scratch among sampled level-2 schedules."""
+def _mib(size: int) -> str:
+    """``size`` bytes in MiB, a decimal kept below 10 so that a small scratch does not read 0."""
+    return f"{size / 2**20:,.{1 if size < 10 * 2**20 else 0}f} MiB"
+
+
+def scratch(program: Program, workers: int | None) -> tuple[int, int]:
+    """(bytes, slots) of ``program``'s in-launch scratch, as declared (``workers`` None) or as allocated for
+    launches on ``workers`` threads; (0, 0) for a program that packs in launches of their own."""
+    shapes = [w.shape if workers is None else w.allocated_shape(workers)
+              for w in program.workspaces if w.name in SCRATCH]
+    return sum(4 * math.prod(shape) for shape in shapes), max((shape[0] for shape in shapes), default=0)
+
+
+def scratch_rows(sizes: list[int], samples: int, workers: int) -> list[str]:
+    """For each n, the operands' MiB and the largest in-launch scratch among sampled level-2 schedules, as
+    declared and as allocated for launches on ``workers`` threads."""
     device = get_target("cpu").device()
     matmul = get_operator("matmul")
     rows = []
     for n in sizes:
         spec = parse_spec({"op": "matmul", "m": n, "n": n, "k": n})
-        worst = max(sum(4 * math.prod(w.shape) for w in matmul.build(spec, schedule, "cpu").workspaces
-                        if w.name in SCRATCH)
-                    for schedule in matmul.space(spec, device, 2).sample(samples, 0))
+        schedules = matmul.space(spec, device, 2).sample(samples, 0)
+        programs = [matmul.build(spec, schedule, "cpu") for schedule in schedules]
+        declared, declared_slots = max(scratch(program, None) for program in programs)
+        allocated, allocated_slots = max(scratch(program, workers) for program in programs)
         rows.append(f"{n}³: operands {matmul.min_bytes(spec) / 2**20:,.0f} MiB, largest in-launch scratch of "
-                    f"{samples} sampled schedules {worst / 2**20:,.0f} MiB")
+                    f"{samples} sampled schedules {_mib(declared)} declared ({declared_slots} slots), "
+                    f"{_mib(allocated)} allocated on {workers} threads ({allocated_slots} slots)")
     return rows
 
 
@@ -91,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"large_outputs.py: the cpu target cannot run here: {reason}", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.scratch.split(",") if s.strip()]
-    for line in scratch_rows(sizes, args.samples):
+    for line in scratch_rows(sizes, args.samples, CpuConfig.default().workers):
         print(line, flush=True)
     if args.run:
         passed, line = run_product(args.run, args.k, args.inside, args.rows)

@@ -3,9 +3,12 @@ status 1), bad counts refused by argparse (exit status 2)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from compiler.backends import get_target
+from compiler.backends.cpu import CpuConfig
 
 
 @pytest.fixture
@@ -21,6 +24,11 @@ def test_a_product_runs_and_is_checked(bench, capsys: pytest.CaptureFixture[str]
     assert bench.main(argv + (["--inside"] if inside else [])) == 0
     table, run = capsys.readouterr().out.strip().splitlines()
     assert table.startswith("256³: operands 1 MiB, largest in-launch scratch of 5 sampled schedules")
+    # Declared for the most threads a launch may run on, allocated for the threads it runs on here.
+    found = re.search(r"MiB declared \((\d+) slots\), [\d.,]+ MiB allocated on (\d+) threads \((\d+) slots\)$", table)
+    assert found is not None, table
+    declared, threads, allocated = map(int, found.groups())
+    assert threads == CpuConfig.default().workers and 0 < allocated <= threads and declared > 0
     assert run.startswith("150x150x7 (22,500 outputs)") and "6 rows checked" in run
     assert ("pack_b_inside=True" in run) == inside
 
