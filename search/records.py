@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.backends import Artifact
+from compiler.program import Workspace
 from compiler.source import KernelSource
 from db.records import DeviceInfo, KernelResult, ToolchainInfo
 from search.tune import TuneResult
@@ -74,13 +75,21 @@ def _params(source: KernelSource) -> list[dict[str, Any]]:
     return [{"name": p.name, "dtype": p.dtype, "pointer": p.pointer} for p in source.params]
 
 
+def _workspace(workspace: Workspace) -> dict[str, Any]:
+    # ``per_worker`` only where set, so the documents of every other program are what they were.
+    document: dict[str, Any] = {"name": workspace.name, "shape": list(workspace.shape), "dtype": workspace.dtype}
+    if workspace.per_worker:
+        document["per_worker"] = True
+    return document
+
+
 def program_document(artifact: Artifact) -> dict[str, Any]:
     """The program of ``artifact`` as plain data: what a client needs to run it from the stored binaries."""
     program = artifact.program
     return {
         "target": artifact.target,
         "arguments": list(program.arguments),
-        "workspaces": [{"name": w.name, "shape": list(w.shape), "dtype": w.dtype} for w in program.workspaces],
+        "workspaces": [_workspace(w) for w in program.workspaces],
         "launches": [
             {"entry": build.source.entry, "source": build.source.source, "grid": list(build.source.grid),
              "block": list(build.source.block), "shared_bytes": build.source.shared_bytes,

@@ -254,8 +254,11 @@ def _run_packing(document: dict[str, Any], tmp_path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_stored_slot_per_worker_is_cut_to_the_threads_of_the_calls(packing_record, tmp_path, monkeypatch,
                                                                      workers: int) -> None:
-    document = _per_worker(packing_record, True)
-    slots, error = _run_packing(document, tmp_path, monkeypatch, workers)
+    # The record as the tuner writes it says which workspaces are a slot per thread.
+    flags = {w["name"]: w.get("per_worker") for w in packing_record["program"]["workspaces"]}
+    assert flags.get("bw") is True and all(flag is (True if name in ("aw", "bw") else None)
+                                           for name, flag in flags.items())
+    slots, error = _run_packing(packing_record, tmp_path, monkeypatch, workers)
     assert slots and set(slots.values()) == {workers}
     assert error <= 1e-5
 
