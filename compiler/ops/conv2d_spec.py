@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from compiler.numeric import from_storage, to_storage
 from compiler.ops.base import TensorSpec
@@ -41,8 +41,17 @@ MAX_DIM = 1 << 24
 MAX_ELEMENTS = 2**31 - 1
 
 Pair = tuple[int, int]
-#: A pair of strict ints that JSON spells as a two-element list.
-IntPair = Annotated[tuple[int, int], Field(strict=False)]
+
+
+def _both(value: object) -> object:
+    """One int for both axes, as deep-learning frameworks take stride, padding and dilation."""
+    return (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: A pair of ints that JSON spells as a two-element list, or one int for both axes; always a pair once
+#: parsed, so ``"padding": 1`` and ``"padding": [1, 1]`` are the same workload.
+IntPair = Annotated[tuple[int, int], BeforeValidator(_both, json_schema_input_type=int | tuple[int, int]),
+                    Field(strict=False)]
 
 
 class Conv2dSpec(OpSpec):

@@ -16,6 +16,7 @@ from typing import TextIO
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 #: A header, one rule of dashes under it (one per column), nothing else: reads like a plain table.
 HEADER_RULE = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
@@ -55,7 +56,8 @@ def rich_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, title
         table.add_column(name, justify="right" if numeric else "left", no_wrap=index < last,
                          overflow="fold")
     for row in cells:
-        table.add_row(*row)
+        # Text, not str: rich would read "[integer, integer]" or "[Errno 2]" in a cell as markup and drop it.
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 

@@ -31,6 +31,13 @@ def test_bounds_types_and_defaults_come_from_the_schema(capsys: Capture) -> None
     assert rows["layout_a"].split() == ["layout_a", "row|col", "row"]
 
 
+def test_bracketed_types_and_defaults_are_shown_as_they_are(capsys: Capture) -> None:
+    assert main(["ops", "conv2d"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert rows["padding"].split() == ["padding", "integer", "or", "[integer,", "integer]", "[0,", "0]"]
+    assert rows["stride"].split()[-2:] == ["[1,", "1]"]
+
+
 @pytest.mark.parametrize("name", sorted(operators()))
 def test_each_example_spec_validates(name: str) -> None:
     spec = parse_spec(example_spec(name, schema_of(name)))

@@ -46,3 +46,9 @@ def test_rich_tables_use_the_terminal() -> None:
     terminal = _Terminal()
     print_table(["name", "size"], [["a", 12]], file=terminal)
     assert "\x1b[" in terminal.getvalue() and "name" in terminal.getvalue()
+
+
+def test_brackets_in_a_cell_are_text_not_markup() -> None:
+    rows = [["padding", "[integer, integer]"], ["error", "[Errno 2] No such file"], ["style", "[bold]x[/bold]"]]
+    lines = format_table(["field", "text"], rows).splitlines()
+    assert lines[2:] == ["padding  [integer, integer]", "error    [Errno 2] No such file", "style    [bold]x[/bold]"]

@@ -88,6 +88,10 @@ def test_shapes_counts_and_the_client_json() -> None:
         ({"padding": [1, -1]}, r"Value error, padding \[1, -1\]"),
         ({"dilation": [1, 0]}, r"Value error, dilation \[1, 0\]"),
         ({"stride": [1, 1, 1]}, r"\nstride\n"),
+        ({"padding": -1}, r"Value error, padding \[-1, -1\]"),
+        ({"padding": True}, r"\npadding\n"),
+        ({"stride": 1.5}, r"\nstride\n"),
+        ({"dilation": "2"}, r"\ndilation\n"),
         ({"r": 9}, r"Value error, output p = 0: the dilated filter does not fit in h=8"),
         ({"s": 4, "dilation": [1, 5]}, r"Value error, output q = -7"),
         ({"layout": "NCWH"}, r"\nlayout\n"),
@@ -101,6 +105,17 @@ def test_bad_specs_name_the_field(change: dict[str, object], pattern: str) -> No
     data = {"op": "conv2d", "n": 1, "c": 3, "h": 8, "w": 8, "k": 4, "r": 3, "s": 3, **change}
     with pytest.raises(ValidationError, match=pattern):
         parse_spec(data)
+
+
+def test_one_int_stands_for_both_axes_and_is_the_same_workload_as_the_pair() -> None:
+    base = {"op": "conv2d", "n": 1, "c": 3, "h": 9, "w": 11, "k": 4, "r": 3, "s": 3}
+    short = parse_spec({**base, "stride": 2, "padding": 1, "dilation": 2})
+    pair = parse_spec({**base, "stride": [2, 2], "padding": [1, 1], "dilation": [2, 2]})
+    assert (short.stride, short.padding, short.dilation) == ((2, 2), (1, 1), (2, 2))
+    assert short.canonical_json() == pair.canonical_json() and short.workload_hash() == pair.workload_hash()
+    assert (short.p, short.q) == (4, 5)
+    mixed = parse_spec({**base, "stride": [1, 2], "padding": 0})
+    assert (mixed.stride, mixed.padding, (mixed.p, mixed.q)) == ((1, 2), (0, 0), (7, 5))
 
 
 def test_dispatch_by_dtype_and_schedules_rebuild_from_values() -> None:
