@@ -158,7 +158,7 @@ def best_values(replay: Replay) -> dict[str, Any]:
 
 
 def hybrid_variant(options: str) -> Hybrid:
-    """``Hybrid`` with ``key=value,...`` options (ints, ``true``/``false``, else strings), named by them."""
+    """``Hybrid`` with ``key=value,...`` options (ints, decimals, ``true``/``false``, else strings), named by them."""
     fields: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in options.split(","))):
         key, sep, text = item.partition("=")
@@ -169,6 +169,8 @@ def hybrid_variant(options: str) -> Hybrid:
             value = text == "true"
         elif text.lstrip("-").isdigit():
             value = int(text)
+        elif text.lstrip("-").replace(".", "", 1).isdigit():
+            value = float(text)
         fields[key.strip()] = value
     try:
         return Hybrid(name=f"hybrid({options})", **fields)

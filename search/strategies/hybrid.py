@@ -73,7 +73,9 @@ class Hybrid:
     the best schedules of other devices) has them from its ``rivals_from_warm``-th on, since the given
     points bring the exploitation a short tuning needs, and a basin that was best elsewhere can be a
     trap here (A100's convolution, warm-started from five other GPUs: docs/search-strategies.md). The
-    initial design comes on top of the given points. On a small space the initial design is at most a
+    initial design comes on top of the given points. ``min_gain`` > 0 makes a new best that is faster
+    by no more than that fraction count as no gain for the stall counts (the switch, the rivals, the
+    radius), as ``warpmap tune --patience`` counts a 1% gain. On a small space the initial design is at most a
     tenth of its valid points (and at least ``MIN_INITIAL``): ten spread points are a quarter of a
     40-point space.
 
@@ -97,6 +99,7 @@ class Hybrid:
     rival_every: int = 2
     rivals_from: int = 100
     rivals_from_warm: int = 20
+    min_gain: float = 0.0
 
     def __post_init__(self) -> None:
         for field, value, known in (("kernel", self.kernel, KERNELS), ("fit", self.fit, ("random", "map")),
@@ -107,6 +110,8 @@ class Hybrid:
                              ("rivals_from_warm", self.rivals_from_warm)):
             if count < 0:
                 raise ValueError(f"{field} must be 0 or more, not {count}")
+        if not 0.0 <= self.min_gain < 1.0:
+            raise ValueError(f"min_gain must be a fraction in [0, 1), not {self.min_gain}")
         if self.rival_every < 2:
             raise ValueError(f"rival_every must be at least 2 (every other local step), not {self.rival_every}")
         if self.kernel == "switch" and self.switch < 1:
@@ -145,7 +150,7 @@ class Hybrid:
     def additive(self, records: list[TrialRecord]) -> bool:
         """Whether this step's model is the additive kernel (see the class docstring)."""
         if self.kernel == "switch":
-            return (_since_best(records) // self.switch) % 2 == 1
+            return (_since_best(records, self.min_gain) // self.switch) % 2 == 1
         return self.kernel == "additive" and len(records) >= self.additive_after
 
     def initial_points(self, pool: Pool) -> int:
@@ -156,7 +161,7 @@ class Hybrid:
 
     def radius(self, records: list[TrialRecord]) -> int:
         """The trust region's radius: 1, plus one per ``stall`` evaluations since the last new best."""
-        return min(self.max_radius, 1 + _since_best(records) // self.stall) if self.stall else 1
+        return min(self.max_radius, 1 + _since_best(records, self.min_gain) // self.stall) if self.stall else 1
 
     def _trust_region(self, history: History, pool: Pool, free: np.ndarray) -> np.ndarray:
         """Free candidates within the radius of one centre (the radius grown further while that
@@ -180,7 +185,7 @@ class Hybrid:
             centres = rows[: self.top]
         rivals_from = self.rivals_from_warm if history.given else self.rivals_from
         if (self.rivals and len(history.records) >= rivals_from
-                and _since_best(history.records) >= self.rivals):
+                and _since_best(history.records, self.min_gain) >= self.rivals):
             turn = _next_turn(history, "rival_turn")
             found = _rivals(history.space, ranked)
             every = self.rival_every
@@ -238,14 +243,17 @@ def _next_turn(history: History, counter: str) -> int:
     return turn
 
 
-def _since_best(records: list[TrialRecord]) -> int:
-    """How many evaluations have passed since the last new best."""
+def _since_best(records: list[TrialRecord], min_gain: float = 0.0) -> int:
+    """How many evaluations have passed since the last new best faster than the best before it by more
+    than ``min_gain`` (a fraction; a smaller gain still moves the best, not the count)."""
     best, since = math.inf, 0
     for record in records:
-        if record.value is not None and record.value < best:
-            best, since = record.value, 0
+        if record.value is not None and record.value < best * (1.0 - min_gain):
+            since = 0
         else:
             since += 1
+        if record.value is not None:
+            best = min(best, record.value)
     return since
 
 

@@ -248,6 +248,16 @@ def test_the_switching_kernel_turns_additive_while_the_best_stalls_and_back():
     assert not Hybrid().additive(records([*improving, *[2.0] * 20]))
 
 
+def test_with_min_gain_small_new_bests_do_not_reset_the_stall_count():
+    def records(values: list[float]) -> list[TrialRecord]:
+        return [TrialRecord(i, {}, Outcome.ok(v)) for i, v in enumerate(values)]
+
+    creeping = [1.0, 2.0, 0.999, 2.0, 0.998]  # two new bests, each 0.1% faster
+    assert Hybrid(kernel="switch", switch=4).additive(records(creeping)) is False  # each resets the count
+    assert Hybrid(kernel="switch", switch=4, min_gain=0.01).additive(records(creeping))  # none counts
+    assert not Hybrid(kernel="switch", switch=4, min_gain=0.01).additive(records([*creeping, 0.9]))  # 10% does
+
+
 def test_rivals_are_the_best_points_of_the_partitions_the_best_is_not_in() -> None:
     """Switches are the two-choice and unordered parameters; the sizes are not, however few."""
     space = grid()
