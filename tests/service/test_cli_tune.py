@@ -326,3 +326,13 @@ def test_a_tuning_cancelled_from_another_shell_stops_after_its_trial_and_files_n
     assert last == (f"warpmap tune: tuning {job.id} was cancelled; no kernel was filed, its {trials} measured "
                     f"trial(s) stay: warpmap tunings show {job.id}"), rest
     assert "Traceback" not in rest
+
+
+def test_the_result_table_prints_bracketed_values_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    from service.cli.tune import _print
+
+    report = {"target": "cpu", "cache": "miss", "schedule": {"warps": "[2, 4]", "layout": "[bold]row"},
+              "latency_ms": 0.5, "trials": 3}
+    _print(report, as_json=False)
+    out = capsys.readouterr().out
+    assert "warps=[2, 4], layout=[bold]row" in out and "0.5 ms" in out
