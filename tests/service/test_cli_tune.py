@@ -11,6 +11,7 @@ import pytest
 
 from compiler.backends import get_target
 from service.cli import main
+from service.cli.tune import _print
 
 SPEC = '{"op": "matmul", "m": 19, "n": 23, "k": 31, "batch": 2}'
 
@@ -329,8 +330,6 @@ def test_a_tuning_cancelled_from_another_shell_stops_after_its_trial_and_files_n
 
 
 def test_the_result_table_prints_bracketed_values_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
-    from service.cli.tune import _print
-
     report = {"target": "cpu", "cache": "miss", "schedule": {"warps": "[2, 4]", "layout": "[bold]row"},
               "latency_ms": 0.5, "trials": 3}
     _print(report, as_json=False)
