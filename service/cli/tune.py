@@ -287,6 +287,9 @@ def _from_tuning(result: TuneResult) -> dict[str, Any]:
         "bandwidth_gbs": result.bandwidth_gbs, "bandwidth_measured": result.bandwidth_measured,
         "roofline_fraction": result.roofline_fraction, "bound": result.bound, "min_bytes": result.min_bytes,
         "trials": len(result.trials), "statuses": counts, "stopped": result.stopped,
+        # How many of the fastest were re-timed side by side: the reported latency is the winner's
+        # re-timed median, which may differ from the figure the progress showed for its trial.
+        "retimed": len(result.retimed),
         "kernel": {"entry": result.artifact.program.name, "source": program_source(result.artifact)},
     }
 
@@ -327,9 +330,11 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     table.add_column("field")
     table.add_column("value", overflow="fold")
     _row(table, "schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items()))
+    retimed = report.get("retimed", 0)
     _row(table, "latency", f"{report['latency_ms']:.4g} ms" + (
         f" (p20 {report['latency_p20_ms']:.4g}, p80 {report['latency_p80_ms']:.4g})"
-        if "latency_p20_ms" in report else ""))
+        if "latency_p20_ms" in report else "") + (
+        f"; the fastest of {retimed} re-timed side by side" if retimed > 1 else ""))
     if report.get("gflops") is not None:
         _row(table, "GFLOP/s", f"{report['gflops']:.1f}")
     if report.get("gbs") is not None:

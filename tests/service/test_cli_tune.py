@@ -4,6 +4,7 @@ cache unless ``--force``, bad input in one line with exit status 2."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def test_tune_stores_the_best_and_a_repeat_is_a_cache_hit(capsys: pytest.Capture
     first = _tune(capsys, database)
     assert first["cache"] == "miss" and first["target"] == "cpu" and first["trials"] == 3
     assert first["latency_ms"] > 0 and first["gflops"] > 0 and "extern \"C\"" in first["kernel"]["source"]
+    assert first["retimed"] in (2, 3)  # the fastest three distinct binaries of three trials, re-timed
     second = _tune(capsys, database)
     assert second["cache"] == "hit" and second["schedule"] == first["schedule"]
     assert second["latency_ms"] == pytest.approx(first["latency_ms"])
@@ -63,6 +65,8 @@ def test_tune_prints_a_table_and_progress(capsys: pytest.CaptureFixture[str], da
     captured = capsys.readouterr()
     assert "GFLOP/s" in captured.out and "schedule" in captured.out and "cpu: miss" in captured.out
     assert "of roofline" in captured.out and "-bound, " in captured.out
+    flat = re.sub(r"[\s│]+", " ", captured.out)  # the table folds its cells at 80 columns
+    assert "; the fastest of 2 re-timed side by side" in flat
     assert "trial 2/2" in captured.err
     assert "1 (its trials: warpmap tunings show 1)" in captured.out
     # One plain line per trial in a log: what is done of how many, the best, the counts, the time and ETA.
