@@ -16,7 +16,6 @@ from typing import TextIO
 from rich import box
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 #: A header, one rule of dashes under it (one per column), nothing else: reads like a plain table.
 HEADER_RULE = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
@@ -56,20 +55,20 @@ def rich_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, title
         table.add_column(name, justify="right" if numeric else "left", no_wrap=index < last,
                          overflow="fold")
     for row in cells:
-        # Text, not str: rich would read "[integer, integer]" or "[Errno 2]" in a cell as markup and drop it.
-        table.add_row(*(Text(cell) for cell in row))
+        table.add_row(*row)
     return table
 
 
 def render(table: Table, stream: TextIO) -> str:
-    """What :func:`print_table` writes to ``stream`` (without the final newline)."""
+    """What :func:`print_table` writes to ``stream`` (without the final newline). Cells are data, never
+    rich markup: "[integer, integer]" or "[Errno 2]" in a cell is printed as it is."""
     if stream.isatty():
-        console = Console(file=stream, highlight=False, emoji=False)
+        console = Console(file=stream, highlight=False, emoji=False, markup=False)
         with console.capture() as captured:
             console.print(table)
         return captured.get().rstrip("\n")
     console = Console(file=stream, width=_UNBOUNDED, color_system=None, no_color=True, highlight=False,
-                      emoji=False, force_terminal=False)
+                      emoji=False, markup=False, force_terminal=False)
     with console.capture() as captured:
         console.print(table)
     return "\n".join(line.rstrip() for line in captured.get().splitlines())

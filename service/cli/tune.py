@@ -24,7 +24,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from compiler.backends import Target, get_target
 from compiler.ops import get_operator
@@ -317,11 +316,6 @@ def _roofline_row(report: dict[str, Any]) -> str:
     return f"{share}: memory-bound, {report['bandwidth_gbs']:.0f} GB/s{footprint} ({how})"
 
 
-def _row(table: Table, field: str, value: str) -> None:
-    # Text, not str: a value holding "[...]" would be read as rich markup and lose it.
-    table.add_row(field, Text(value))
-
-
 def _print(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(report))
@@ -329,30 +323,30 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     table = Table(title=f"{report['target']}: {report['cache']}", show_header=True)
     table.add_column("field")
     table.add_column("value", overflow="fold")
-    _row(table, "schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items()))
+    table.add_row("schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items()))
     retimed = report.get("retimed", 0)
-    _row(table, "latency", f"{report['latency_ms']:.4g} ms" + (
+    table.add_row("latency", f"{report['latency_ms']:.4g} ms" + (
         f" (p20 {report['latency_p20_ms']:.4g}, p80 {report['latency_p80_ms']:.4g})"
         if "latency_p20_ms" in report else "") + (
         f"; the fastest of {retimed} re-timed side by side" if retimed > 1 else ""))
     if report.get("gflops") is not None:
-        _row(table, "GFLOP/s", f"{report['gflops']:.1f}")
+        table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
     if report.get("gbs") is not None:
-        _row(table, "GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)")
+        table.add_row("GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)")
     if report.get("roofline_fraction") is not None:
-        _row(table, "of roofline", _roofline_row(report))
+        table.add_row("of roofline", _roofline_row(report))
     elif report.get("peak_fraction") is not None:
-        _row(table, "of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
-                                 f"({_peak_how(report)})")
-    _row(table, "trials", str(report["trials"]) + (
+        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
+                                f"({_peak_how(report)})")
+    table.add_row("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
         if "statuses" in report else ""))
     if "tuning" in report:
-        _row(table, "tuning", f"{report['tuning']} (its trials: warpmap tunings show {report['tuning']})")
+        table.add_row("tuning", f"{report['tuning']} (its trials: warpmap tunings show {report['tuning']})")
     if "tuned_at" in report:
         when = datetime.fromisoformat(report["tuned_at"]).strftime("%Y-%m-%d %H:%M UTC")
-        _row(table, "tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")
-    console = Console()
+        table.add_row("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")
+    console = Console(markup=False)  # the values are data: "[...]" in one is printed as it is
     with console.capture() as captured:  # printed by Python: a closed pipe is main's exit 141, not rich's exit 1
         console.print(table)
     print(captured.get(), end="")
