@@ -7,6 +7,7 @@ import pytest
 
 from compiler.codegen import render_program
 from compiler.ir import f32, i32, kernel, lower, threadIdx
+from compiler.ir.kernel import Kernel
 from compiler.program import Launch, Program, Workspace, launch_arguments
 
 
@@ -74,7 +75,7 @@ def test_single_takes_the_pointer_parameters_as_arguments() -> None:
         Program("empty", (), ())
 
 
-def _slots_kernel(host_max_workers: int | None) -> object:
+def _slots_kernel(host_max_workers: int | None) -> Kernel:
     with kernel("packs", block=1, grid=8, host_max_workers=host_max_workers) as k:
         k.tensor("scratch", f32, (4, 16))
     return lower(k.kernel)
