@@ -4,6 +4,10 @@ f32 (the SIMT template) and f16 (tensor cores) at 1024^3, 4096^3 and the BERT-ba
 with ``search.tune.tune`` on ``cuda`` under a short budget (``TRIALS`` trials or ``SECONDS`` seconds),
 then ``torch.matmul`` (cuBLAS) timed on the same inputs (drawn from the tuning's seed) with CUDA events:
 ours, cuBLAS, cuBLAS / ours (above 1: ours is faster), TFLOP/s and the fraction of the GPU's peak.
+Then the best kernel is run from its cache record alone, as a client runs it (``compiler.backends.stored``:
+the CUBINs through the driver API), on fresh random inputs with the outputs poisoned, once on numpy arrays
+and once on torch CUDA tensors: the last column is the worst relative error against numpy's result, or
+what failed.
 
 Budget (an H200, about 8 minutes for the whole script): the level-1 verification before this takes about
 2-3 minutes; ten workloads here at ``SECONDS`` each plus a few seconds of pool start, re-timing and
@@ -13,11 +17,13 @@ and said so.
 ``--dry-run`` needs no GPU: for each workload it prints the plan (template, space, budget) and builds
 the candidates the default strategy proposes before it has measured anything (the same first ones a real
 run measures; later proposals depend on timings) through the tuning's own build path, NVRTC for sm_90
-against the H200's limits, and prints each one's verdict and ptxas report.
+against the H200's limits, and prints each one's verdict and ptxas report; the first candidate built is
+turned into its cache record and read back as a stored program (what a real run then launches).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Iterator
@@ -29,12 +35,17 @@ import numpy as np
 import optuna
 
 from compiler.backends import Target
+from compiler.backends.stored import load_stored, stored_program
 from compiler.device import DeviceSpec
-from compiler.ops import get_operator, parse_spec
+from compiler.ops import Operator, get_operator, parse_spec
+from compiler.program import Program
+from db.records import KernelResult
 from search.measure import BuildRequest, Built, build_candidate, compile_workers
+from search.records import program_result, tuned_result
 from search.strategies import Budget, Outcome, search
 from search.trial import TrialStatus
 from search.tune import tune
+from search.verify import Oracle
 from service.cli.table import format_table
 
 #: (name, m, n, k) of each shape, tuned in both dtypes.
@@ -87,13 +98,45 @@ def cublas_ms(spec_data: dict[str, Any], seed: int = 0, repetitions: int = 50) -
     return statistics.median(times)
 
 
+def stored_document(record: KernelResult) -> tuple[dict[str, Any], bytes]:
+    """A cache record as the API sends it (its fields and target, through JSON), and its binaries."""
+    return json.loads(json.dumps({**record.fields(), "target": "cuda"})), record.binary or b""
+
+
+def stored_check(record: KernelResult, program: Program, operator: Operator, spec: Any, seed: int = 1,
+                 runs: tuple[str, ...] = ("numpy", "torch")) -> str:
+    """The kernel of ``record`` run from the record alone, on numpy arrays then on torch CUDA tensors (see
+    the module's docstring): ``ok`` with the worst relative error, or which run failed and how."""
+    document, binary = stored_document(record)
+    kernel = load_stored(document, binary, target="cuda")
+    oracle = Oracle(operator, spec, seed)
+    worst = 0.0
+    for how in runs:
+        buffers, outputs = oracle.arguments(program)  # fresh inputs, outputs poisoned
+        if how == "numpy":
+            kernel(**buffers)
+        else:
+            import torch
+
+            tensors = {name: torch.from_numpy(array).cuda() for name, array in buffers.items()}
+            kernel(**tensors)
+            for name, array in outputs.items():
+                array[...] = tensors[name].cpu().numpy()
+        error, name = oracle.worst_error(outputs)
+        if not error <= oracle.tolerance(name):  # NaN (an output left poisoned) fails too
+            return f"{how}: {name} off by {error:.2g} (allowed {oracle.tolerance(name):.2g})"
+        worst = max(worst, error)
+    return f"ok ({worst:.1e})"
+
+
 def run(target: Target, device: DeviceSpec, script_start: float, selected: str | None = None) -> list[list[object]]:
     """Tune and time every workload on the GPU; one table row each."""
     rows: list[list[object]] = []
-    header = ["workload", "ours ms", "cuBLAS ms", "cuBLAS/ours", "TFLOP/s", "% peak", "trials", "seconds"]
+    header = ["workload", "ours ms", "cuBLAS ms", "cuBLAS/ours", "TFLOP/s", "% peak", "trials", "seconds",
+              "from record"]
     for label, spec_data in workloads(selected):
         if time.monotonic() - script_start > DEADLINE_S:
-            rows.append([label, "skipped: past the script's time budget", "", "", "", "", "", ""])
+            rows.append([label, "skipped: past the script's time budget", "", "", "", "", "", "", ""])
             continue
         start = time.monotonic()
         spec = parse_spec(spec_data)
@@ -104,11 +147,15 @@ def run(target: Target, device: DeviceSpec, script_start: float, selected: str |
             theirs = cublas_ms(spec_data)
             tflops = result.flops / (ours * 1e9)
             peak = _peak(device.name, spec.dtype)
+            try:
+                stored = stored_check(tuned_result(result), result.artifact.program, get_operator("matmul"), spec)
+            except Exception as exc:  # the stored path's failure is this cell, not the row
+                stored = f"failed: {type(exc).__name__}: {exc}"[:200]
             rows.append([label, f"{ours:.4f}", f"{theirs:.4f}", f"{theirs / ours:.2f}", f"{tflops:.1f}",
                          f"{100 * tflops / peak:.0f}" if peak else "n/a", len(result.trials),
-                         round(time.monotonic() - start, 1)])
+                         round(time.monotonic() - start, 1), stored])
         except Exception as exc:  # one workload's failure is a row, not the end of the check
-            rows.append([label, f"failed: {type(exc).__name__}: {exc}"[:200], "", "", "", "", "", ""])
+            rows.append([label, f"failed: {type(exc).__name__}: {exc}"[:200], "", "", "", "", "", "", ""])
         print(format_table(header, rows[-1:]), flush=True)
     print()
     print(format_table(header, rows))
@@ -153,5 +200,13 @@ def dry_run(target: Target, device: DeviceSpec, selected: str | None = None, tri
                              f"{candidate.compile_s:.2f}", verdict, candidate.message.splitlines()[0]
                              if candidate.message else ""])
             print(format_table(["#", "schedule", "regs", "ptxas smem", "build s", "verdict", "note"], rows))
+            first = next((c for c in built if c.artifact is not None), None)
+            if first is not None and first.artifact is not None:
+                record = program_result(first.artifact, schedule=dict(first.values), latency_us=1.0, trials_used=1)
+                program = stored_program(*stored_document(record))
+                cubins = sum(launch.binary[:4] == b"\x7fELF" for launch in program.launches)
+                print(f"{label}: the record of #{built.index(first)} read back: {program.target}, "
+                      f"{len(program.launches)} launch(es), {cubins} CUBIN(s), "
+                      f"arguments {', '.join(program.arguments)}")
             print(f"{label}: {len(built)} candidates built in {time.monotonic() - start:.1f} s", flush=True)
     return 1 if failures else 0

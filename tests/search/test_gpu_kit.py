@@ -15,7 +15,8 @@ KIT = ROOT / "bench" / "gpu_kit.sh"
 #: What the GPU machines' Python holds of what the check imports (an image with PyTorch, CUDA's Python
 #: bindings and the usual scientific and terminal packages).
 IMAGE = frozenset({"numpy", "cuda-bindings", "cuda-core", "cuda-pathfinder", "cuda-python", "packaging", "rich",
-                   "tqdm", "typing-extensions", "setuptools", "markdown-it-py", "mdurl", "pygments", "pyyaml"})
+                   "tqdm", "typing-extensions", "setuptools", "markdown-it-py", "mdurl", "pygments", "pyyaml",
+                   "markupsafe"})
 
 
 def _normal(name: str) -> str:
