@@ -12,7 +12,12 @@ The table shows GFLOP/s (2 * n*p*q * k * c*r*s flops) as the median over all sam
 the speed-up of the best schedule over each peer and over the default, and the best as a fraction of
 the machine's estimated FP32 peak (from /proc/cpuinfo's clock, which may be below the real one).
 
-Usage: ``python bench/cpu_conv.py [--rounds 3] [--sweep 8] [--layout NCHW|NHWC|both] [--layers 0,1,2,3]``
+``--pack-ab`` instead times, for each layer in NCHW, which launch packs the patches: the default schedule
+as it is (a launch of their own) and with the compute launch packing them slice by slice
+(``patches_inside``), each also with K in steps of at most 192, interleaved; GFLOP/s median [p20, p80].
+
+Usage: ``python bench/cpu_conv.py [--rounds 3] [--sweep 8] [--layout NCHW|NHWC|both] [--layers 0,1,2,3,4]
+[--pack-ab]``
 (``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are honoured as set; unset them in the command to let
 OpenBLAS pick its kernel.)
 """
@@ -30,6 +35,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -50,6 +56,7 @@ LAYERS: tuple[tuple[str, dict[str, object]], ...] = (
     ("28x28x128->128 3x3", {"c": 128, "h": 28, "w": 28, "k": 128, "r": 3, "s": 3, "padding": (1, 1)}),
     ("14x14x256->256 3x3", {"c": 256, "h": 14, "w": 14, "k": 256, "r": 3, "s": 3, "padding": (1, 1)}),
     ("56x56x64->256 1x1", {"c": 64, "h": 56, "w": 56, "k": 256, "r": 1, "s": 1}),
+    ("7x7x512->512 3x3", {"c": 512, "h": 7, "w": 7, "k": 512, "r": 3, "s": 3, "padding": (1, 1)}),
 )
 
 Call = Callable[[], object]
@@ -125,6 +132,8 @@ def candidates(spec: Conv2dSpec, device: CpuDevice, sample: int) -> list[conv2d.
             found.append(conv2d.sized_schedule(spec, device, mr, nr, mode))
         # The BLIS rule: the KC x NR panel of B in about half the L1d.
         found.append(conv2d.sized_schedule(spec, device, mr, nr, max_kc=max(64, l1 // 2 // (4 * nr))))
+    if True in conv2d.patches_inside_choices(spec):  # each of those with the compute launch packing the patches
+        found += [dataclasses.replace(s, patches_inside=True) for s in found]
     found += space.sample(sample, seed=0)
     unique = list(dict.fromkeys(found))
     return [s for s in unique if space.violation(s) is None]
@@ -165,6 +174,42 @@ def _gflops(flops: int, samples_ns: list[int]) -> tuple[float, float, float]:
     return percentile(rates, 50), percentile(rates, 20), percentile(rates, 80)
 
 
+def pack_ab(device: CpuDevice, layers: list[int], rounds: int, config: cpu.CpuConfig) -> None:
+    """``--pack-ab``: the patches packed by a launch of their own or inside the compute launch (NCHW)."""
+    protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
+    names = ("launch", "inside", "launch, KC <= 192", "inside, KC <= 192")
+    rows = []
+    for index in layers:
+        label, fields = LAYERS[index]
+        spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": "NCHW"})
+        inputs = conv2d_inputs(spec, np.random.default_rng(0))
+        reference = conv2d_reference(spec, inputs)["y"]
+        default = conv2d.default_schedule(spec, device)
+        short = conv2d.sized_schedule(spec, device, default.mr, default.nr, default.pack_mode, max_kc=192)
+        schedules = (default, dataclasses.replace(default, patches_inside=True), short,
+                     dataclasses.replace(short, patches_inside=True))
+        calls = {}
+        for name, schedule in zip(names, schedules, strict=True):
+            y = poisoned(spec.y_shape, "float32")
+            calls[name] = program_call(conv2d.build(spec, schedule), inputs, y, config)
+            calls[name]()
+            error = relative_error(y.astype(np.float64), reference)
+            if error > tolerance("float32", spec.c * spec.r * spec.s):
+                raise SystemExit(f"{spec}: schedule {schedule} is wrong (relative error {error:.3g})")
+        samples = _interleaved(calls, rounds, protocol)
+        rates = {name: _gflops(conv2d_flops(spec), samples[name]) for name in names}
+        best_inside = max(rates[n][0] for n in names if n.startswith("inside"))
+        best_launch = max(rates[n][0] for n in names if n.startswith("launch"))
+        rows.append([label, default.pack_mode, f"{default.kc} / {short.kc}",
+                     *(f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in rates.values()),
+                     f"{best_inside / best_launch:.2f}x"])
+        print(format_table(["layer (batch 1, NCHW)", "pack mode", "KC", *names, "inside/launch (best of each)"],
+                           rows[-1:]), flush=True)
+    print(f"{device.model}, {device.isa_summary}, {config.workers} workers, {rounds} interleaved rounds, "
+          f"uptime load {os.getloadavg()[0]:.2f}")
+    print(format_table(["layer (batch 1, NCHW)", "pack mode", "KC", *names, "inside/launch (best of each)"], rows))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -172,9 +217,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layout", choices=("NCHW", "NHWC", "both"), default="both")
     parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
                         help="indices into the layer list")
+    parser.add_argument("--pack-ab", action="store_true", help="NCHW only: which launch packs the patches")
     args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
+    if args.pack_ab:
+        pack_ab(device, [int(i) for i in args.layers.split(",")], args.rounds, config)
+        return
     layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
     peak = device.peak_gflops_f32

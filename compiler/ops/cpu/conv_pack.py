@@ -26,7 +26,10 @@ Each packer is one launch whose blocks (one host thread each) take ``panels`` co
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -52,6 +55,7 @@ from compiler.ir import (
     select,
 )
 from compiler.ops.conv2d_spec import Conv2dSpec
+from compiler.ops.cpu.gemm import BPacker, PanelSlice
 
 #: The largest offset an ``int`` holds.
 MAX_I32 = 2**31 - 1
@@ -167,6 +171,83 @@ def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int, 
             with if_(tile < tiles):
                 (_pack_runs if mode == "runs" else _pack_gathered)(spec, x, bp, blockIdx.y, tile, nr)
     return lower(k.kernel)
+
+
+def nchw_patch_packer(spec: Conv2dSpec, nr: int, mode: str = "runs") -> BPacker:
+    """The patches of each NCHW image as B of ``gemm.compute_packing_b_kernel``, packed slice by slice inside
+    the compute launch: the im2col panels of a KC x NC slice are written into the thread's scratch just
+    before the micro-kernels read them, while they sit in its caches, so the packed patches (``c*r*s``
+    times the image's pixels) never make a trip through memory. ``x`` is declared as
+    ``pack_nchw_patches_kernel`` declares it; ``mode`` reads it the same two ways, per filter tap of the
+    slice (a tap ``kk`` of the slice is ``(c, r, s)`` decoded from ``k0 + kk``)."""
+    if mode not in PACK_MODES:
+        raise ValueError(f"pack mode must be one of {PACK_MODES}, got {mode!r}")
+
+    def declare(kb: Any) -> Callable[[PanelSlice], None]:
+        x = kb.tensor("x", f32, (spec.n, spec.c, spec.h * spec.w), const=True, overshoot=_overshoot(spec, nr))
+        return functools.partial(_slice_runs if mode == "runs" else _slice_gathered, spec, x, nr)
+
+    return declare
+
+
+def _tap(spec: Conv2dSpec, at: PanelSlice, kk: Expr) -> tuple[Expr, Expr, Expr]:
+    """The channel and filter row and column of tap ``k0 + kk`` (taps run over ``(c, r, s)``)."""
+    tap = let("tap", at.k0 + kk)
+    rs = let("rs", tap % (spec.r * spec.s))
+    return let("c", tap // (spec.r * spec.s)), let("r", rs // spec.s), let("s", rs % spec.s)
+
+
+def _slice_gathered(spec: Conv2dSpec, x: Buffer, nr: int, at: PanelSlice) -> None:
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    for kk in range_(at.kc, name="kk"):
+        c, r, s = _tap(spec, at, kk)
+        for lane in range_(nr, name="l", simd=True):
+            pixel = at.col + lane
+            h = pixel // spec.q * sh - ph + r * dh
+            w = pixel % spec.q * sw - pw + s * dw
+            inside = logical_and(lane < at.cols, h >= 0, h < spec.h, w >= 0, w < spec.w)
+            at.bw[at.slot, at.qq, kk, lane] = select(inside, x[at.batch, c, h * spec.w + w], 0.0)
+
+
+def _slice_runs(spec: Conv2dSpec, x: Buffer, nr: int, at: PanelSlice) -> None:
+    """As ``_pack_runs``, over the slice's taps: per run of the panel (pixels of one output row), every tap
+    of the slice reads x along one input row."""
+    pixels = spec.p * spec.q
+    flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+    run = pixels if flat else spec.q
+    runs = 1 if flat else min(spec.p, (nr - 2) // spec.q + 2)
+    for segment in range_(runs, name="seg"):
+        row = let("row", at.col // run + segment)
+        lo = let("lo", max_(0, row * run - at.col))
+        count = let("count", min_(at.cols, (row + 1) * run - at.col) - lo)
+        column = let("column", at.col + lo - row * run)
+        for kk in range_(at.kc, name="kk"):
+            if flat:
+                for lane in range_(count, name="l", simd=True):
+                    at.bw[at.slot, at.qq, kk, lo + lane] = x[at.batch, at.k0 + kk, column + lane]
+            else:
+                c, r, s = _tap(spec, at, kk)
+                _slice_run(spec, x, at, kk, c, r, s, row, lo, count, column)
+    for kk in range_(at.kc, name="kk"):
+        for lane in range_(nr - at.cols, name="l", simd=True):
+            at.bw[at.slot, at.qq, kk, at.cols + lane] = 0.0
+
+
+def _slice_run(spec: Conv2dSpec, x: Buffer, at: PanelSlice, kk: Expr, c: Expr, r: Expr, s: Expr, row: Expr,
+               lo: Expr, count: Expr, column: Expr) -> None:
+    """Tap ``(c, r, s)`` for the ``count`` pixels of output row ``row`` from ``column`` on (see ``_pack_run``)."""
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    h = let("h", row * sh - ph + r * dh)
+    h_inside = let("h_inside", logical_and(h >= 0, h < spec.h))
+    w0 = let("w0", column * sw - pw + s * dw)
+    begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
+    end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
+    for lane in range_(begin, name="l", simd=True):
+        at.bw[at.slot, at.qq, kk, lo + lane] = 0.0
+    for lane in range_(end - begin, name="l", simd=True):
+        at.bw[at.slot, at.qq, kk, lo + begin + lane] = x[at.batch, c, h * spec.w + w0 + (begin + lane) * sw]
+    for lane in range_(count - end, name="l", simd=True):
+        at.bw[at.slot, at.qq, kk, lo + end + lane] = 0.0
 
 
 def _pack_gathered(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:

@@ -30,10 +30,11 @@ the program allocates as many as its launches there run threads (``Workspace.per
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from compiler.ir import (
     Buffer,
@@ -61,6 +62,27 @@ from compiler.ir.kernel import Kernel
 LINE_FLOATS = 16
 #: Reads one element of a packed panel: (k step within the KC step, row or column within the tile).
 Panel = Callable[[Expr, Expr], Expr]
+
+
+class PanelSlice(NamedTuple):
+    """Where ``compute_packing_b_kernel`` wants one KC x NR slice of B packed: into ``bw[slot, qq, kk, j]``
+    for ``kk`` below ``kc`` (B's rows ``k0 + kk``) and ``j`` below NR (B's columns ``col + j``; those from
+    ``cols`` on are past N and must be zero), of batch ``batch``."""
+
+    bw: Buffer
+    slot: Expr
+    qq: Expr
+    batch: Expr
+    k0: Expr
+    kc: Expr
+    col: Expr
+    cols: Expr
+
+
+#: Packs B slice by slice inside the compute launch from a source of its own (conv2d's input image: the
+#: im2col matrix is B, and is never formed): given the kernel builder, it declares the source tensors
+#: (after ``ap``, before ``bw``) and returns what packs one slice.
+BPacker = Callable[[Any], Callable[[PanelSlice], None]]
 
 
 @dataclass(frozen=True)
@@ -254,13 +276,14 @@ def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tup
 
 def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
                              a_batched: bool, c_batch_stride: int, c_row_stride: int,
-                             layout_a: str | None = None) -> Kernel:
+                             layout_a: str | None = None, b_packer: BPacker | None = None) -> Kernel:
     """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
     (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
     slice at a time, into its thread's slot of the workspace ``bw`` (``packing_b_workspace_shape``).
     With ``layout_a`` A is read as stored too (``(batch, m, k)`` or ``(batch, k, m)``, always
     batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
-    (``packing_a_workspace_shape``), so the whole product is one launch.
+    (``packing_a_workspace_shape``), so the whole product is one launch. With ``b_packer`` the source of
+    B is its own (``layout_b`` is then unused): it declares it and packs each slice (``BPacker``).
 
     The scratch has a slot per host thread: a block packs into its thread's slot. The kernel declares
     ``scratch_slots`` of them and runs on at most that many threads; a program binding ``aw`` and ``bw``
@@ -280,7 +303,11 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         else:
             a = kb.tensor("a", f32, (batch, m, k) if layout_a == "row" else (batch, k, m), const=True)
-        src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
+        if b_packer is None:
+            src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
+            pack_slice = functools.partial(_pack_b_slice, src, layout_b, nr)
+        else:
+            pack_slice = b_packer(kb)
         if layout_a is not None:
             aw = kb.tensor("aw", f32, packing_a_workspace_shape(batch, m, n, tile))
         bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
@@ -297,18 +324,7 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
             for qq in range_(q_count, name="qq"):
                 col = (q0 + qq) * nr
                 cols = let("cols", min_(n - col, nr))
-                if layout_b == "row":
-                    for kk in range_(kc, name="kk"):
-                        for j in range_(nr, name="j", simd=True):
-                            _guarded_copy(bw, (slot, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
-                else:
-                    for j in range_(nr, name="j"):
-                        with if_(j < cols):
-                            for kk in range_(kc, name="kk", simd=True):
-                                bw[slot, qq, kk, j] = src[b, col + j, k0 + kk]
-                        with else_():
-                            for kk in range_(kc, name="kk", simd=True):
-                                bw[slot, qq, kk, j] = 0.0
+                pack_slice(PanelSlice(bw, slot, qq, b, k0, kc, col, cols))
             if layout_a is not None:
                 for pp in range_(p_count, name="pp"):
                     _pack_a_block(a, aw, layout_a, slot=slot, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
@@ -323,6 +339,23 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
                                   kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
                                   c_row_stride=c_row_stride)
     return lower(kb.kernel)
+
+
+def _pack_b_slice(src: Buffer, layout: str, nr: int, at: PanelSlice) -> None:
+    """One KC x NR slice of B as stored (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``)."""
+    bw, slot, qq, b, k0, kc, col, cols = at
+    if layout == "row":
+        for kk in range_(kc, name="kk"):
+            for j in range_(nr, name="j", simd=True):
+                _guarded_copy(bw, (slot, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
+    else:
+        for j in range_(nr, name="j"):
+            with if_(j < cols):
+                for kk in range_(kc, name="kk", simd=True):
+                    bw[slot, qq, kk, j] = src[b, col + j, k0 + kk]
+            with else_():
+                for kk in range_(kc, name="kk", simd=True):
+                    bw[slot, qq, kk, j] = 0.0
 
 
 def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, slot: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,

@@ -3,13 +3,15 @@ the float64 reference, outputs and workspaces poisoned first; and the space's an
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from compiler.cpu_device import CacheLevel, CpuDevice, detect_cpu
 from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_inputs, conv2d_outputs, conv2d_reference
 from compiler.ops.cpu import conv2d
-from compiler.space import EmptySpaceError
+from compiler.space import EmptySpaceError, ScheduleDoesNotFitError
 
 HOST = detect_cpu()
 
@@ -52,6 +54,31 @@ def test_every_level1_schedule_matches_the_reference(run_on_cpu, assert_matches,
 def test_the_default_schedule_on_a_resnet_shaped_layer(run_on_cpu, assert_matches, layout: str) -> None:
     spec = Conv2dSpec(n=1, c=32, h=14, w=14, k=48, r=3, s=3, padding=(1, 1), layout=layout)
     _check(run_on_cpu, assert_matches, spec, conv2d.default_schedule(spec, HOST))
+
+
+@pytest.mark.parametrize("mode", ["runs", "gather"])
+def test_nchw_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matches, mode: str) -> None:
+    """Two launches (the weight's packing, then the GEMM that packs each slice of patches itself into a
+    scratch slot per thread), on a 3x3 layer whose K takes several KC steps and whose pixels fill no
+    whole panel, in both batches' images."""
+    spec = _spec("3x3 pad 1 primes batch 2", "NCHW")
+    inside = [s for s in conv2d.space(spec, HOST, 1).candidates() if s.patches_inside and s.pack_mode == mode]
+    assert inside and any(s.kc < spec.c * spec.r * spec.s for s in inside)
+    for schedule in inside:
+        program = conv2d.build(spec, schedule)
+        assert [launch.kernel.name for launch in program.launches] == ["conv2d_pack_weight", "conv2d_gemm"]
+        assert program.launches[1].bindings == ("wp", "x", "bw", "y")
+        assert [(w.name, w.per_worker) for w in program.workspaces] == [("wp", False), ("bw", True)]
+        _check(run_on_cpu, assert_matches, spec, schedule)
+
+
+def test_nhwc_patches_are_packed_by_their_own_launch() -> None:
+    spec = _spec("3x3 pad 1 primes batch 2", "NHWC")
+    for level in (1, 2):
+        assert {s.patches_inside for s in conv2d.space(spec, HOST, level).candidates()} == {False}
+    schedule = dataclasses.replace(conv2d.default_schedule(spec, HOST), patches_inside=True)
+    with pytest.raises(ScheduleDoesNotFitError, match="packs NCHW patches only"):
+        conv2d.build(spec, schedule)
 
 
 def test_orientation_and_output_strides() -> None:
