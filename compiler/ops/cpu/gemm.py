@@ -349,13 +349,20 @@ def _pack_b_slice(src: Buffer, layout: str, nr: int, at: PanelSlice) -> None:
             for j in range_(nr, name="j", simd=True):
                 _guarded_copy(bw, (slot, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
     else:
-        for j in range_(nr, name="j"):
-            with if_(j < cols):
-                for kk in range_(kc, name="kk", simd=True):
-                    bw[slot, qq, kk, j] = src[b, col + j, k0 + kk]
-            with else_():
-                for kk in range_(kc, name="kk", simd=True):
-                    bw[slot, qq, kk, j] = 0.0
+        _pack_lanes("j", nr, cols, kc, bw, lambda kk, j: (slot, qq, kk, j), src, lambda j, kk: (b, col + j, k0 + kk))
+
+
+def _pack_lanes(lane: str, width: int, valid: Expr, kc: Expr, dst: Buffer, dst_at: Callable[[Expr, Expr], tuple],
+                src: Buffer, src_at: Callable[[Expr, Expr], tuple]) -> None:
+    """``width`` lanes of a panel over ``kc`` k steps, each lane one contiguous run of ``src``, the lanes from
+    ``valid`` on zero: ``dst[dst_at(kk, lane)] = src[src_at(lane, kk)]``."""
+    for i in range_(width, name=lane):
+        with if_(i < valid):
+            for kk in range_(kc, name="kk", simd=True):
+                dst[dst_at(kk, i)] = src[src_at(i, kk)]
+        with else_():
+            for kk in range_(kc, name="kk", simd=True):
+                dst[dst_at(kk, i)] = 0.0
 
 
 def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, slot: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
@@ -363,13 +370,7 @@ def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, slot: Expr, pp: Expr, b
     """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[slot, pp]``."""
     rows = let("rows", min_(m - row0, mr))
     if layout == "row":
-        for r in range_(mr, name="r"):
-            with if_(r < rows):
-                for kk in range_(kc, name="kk", simd=True):
-                    aw[slot, pp, kk, r] = a[b, row0 + r, k0 + kk]
-            with else_():
-                for kk in range_(kc, name="kk", simd=True):
-                    aw[slot, pp, kk, r] = 0.0
+        _pack_lanes("r", mr, rows, kc, aw, lambda kk, r: (slot, pp, kk, r), a, lambda r, kk: (b, row0 + r, k0 + kk))
     else:
         for kk in range_(kc, name="kk"):
             for r in range_(mr, name="r", simd=True):
