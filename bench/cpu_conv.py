@@ -16,8 +16,11 @@ the machine's estimated FP32 peak (from /proc/cpuinfo's clock, which may be belo
 as it is (a launch of their own) and with the compute launch packing them slice by slice
 (``patches_inside``), each also with K in steps of at most 192, interleaved; GFLOP/s median [p20, p80].
 
+``--launches`` times each launch of the default schedule's program alone (packing the patches, packing
+the weight, the GEMM), interleaved: where a layer's time goes.
+
 Usage: ``python bench/cpu_conv.py [--rounds 3] [--sweep 8] [--layout NCHW|NHWC|both] [--layers 0,1,2,3,4]
-[--pack-ab]``
+[--pack-ab | --launches]``
 (``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are honoured as set; unset them in the command to let
 OpenBLAS pick its kernel.)
 """
@@ -62,22 +65,34 @@ LAYERS: tuple[tuple[str, dict[str, object]], ...] = (
 Call = Callable[[], object]
 
 
+def launch_calls(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
+                 config: cpu.CpuConfig) -> list[tuple[str, Call]]:
+    """Each launch of ``program`` as a call of its own on fixed buffers shared by all of them (arguments
+    checked once), by kernel name, in order."""
+    buffers: dict[str, np.ndarray] = {**inputs, "y": y}
+    buffers.update({w.name: poisoned(w.shape, w.dtype) for w in program.workspaces})
+    calls = []
+    for launch, args in zip(program.launches, launch_arguments(program, buffers), strict=True):
+        loaded = cpu.load(cpu.compile(render_host(launch.kernel), config), config)
+        values = cpu.check_args(loaded.artifact.kernel, args)
+
+        def run(function=loaded.function, values=values, workers=loaded.workers) -> None:  # type: ignore[no-untyped-def]
+            # check_args gave raw addresses: the closure keeps the arrays behind them alive.
+            assert buffers
+            function(*values, workers)
+
+        calls.append((launch.kernel.name, run))
+    return calls
+
+
 def program_call(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
                  config: cpu.CpuConfig) -> Call:
     """One call running every launch of ``program`` in order on fixed buffers (arguments checked once)."""
-    buffers: dict[str, np.ndarray] = {**inputs, "y": y}
-    buffers.update({w.name: poisoned(w.shape, w.dtype) for w in program.workspaces})
-    steps = []
-    for launch, args in zip(program.launches, launch_arguments(program, buffers), strict=True):
-        artifact = cpu.compile(render_host(launch.kernel), config)
-        loaded = cpu.load(artifact, config)
-        steps.append((loaded.function, cpu.check_args(loaded.artifact.kernel, args), loaded.workers))
+    calls = [call for _, call in launch_calls(program, inputs, y, config)]
 
     def run() -> None:
-        # check_args gave raw addresses: the closure keeps the arrays behind them alive.
-        assert buffers
-        for function, values, workers in steps:
-            function(*values, workers)
+        for call in calls:
+            call()
 
     return run
 
@@ -210,6 +225,31 @@ def pack_ab(device: CpuDevice, layers: list[int], rounds: int, config: cpu.CpuCo
     print(format_table(["layer (batch 1, NCHW)", "pack mode", "KC", *names, "inside/launch (best of each)"], rows))
 
 
+def launch_shares(device: CpuDevice, layers: list[int], layouts: tuple[str, ...], rounds: int,
+                  config: cpu.CpuConfig) -> None:
+    """``--launches``: each launch of the default schedule's program timed alone (after one run of the
+    whole program, so its inputs are in place), interleaved; median microseconds and the share of their sum."""
+    protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
+    rows = []
+    for index in layers:
+        label, fields = LAYERS[index]
+        for layout in layouts:
+            spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
+            program = conv2d.build(spec, conv2d.default_schedule(spec, device))
+            calls = launch_calls(program, conv2d_inputs(spec, np.random.default_rng(0)),
+                                 np.empty(spec.y_shape, np.float32), config)
+            for _, call in calls:
+                call()
+            samples = _interleaved(dict(calls), rounds, protocol)
+            medians = {name: percentile(s, 50) / 1e3 for name, s in samples.items()}
+            total = sum(medians.values())
+            rows.append([label, layout, "; ".join(f"{name} {us:.0f} us ({us / total:.0%})"
+                                                  for name, us in medians.items())])
+    print(f"{device.model}, {config.workers} workers, {rounds} interleaved rounds, uptime load "
+          f"{os.getloadavg()[0]:.2f}")
+    print(format_table(["layer (batch 1)", "layout", "each launch of the default schedule alone"], rows))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -218,11 +258,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
                         help="indices into the layer list")
     parser.add_argument("--pack-ab", action="store_true", help="NCHW only: which launch packs the patches")
+    parser.add_argument("--launches", action="store_true", help="each launch of the default schedule alone")
     args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
+    layers = [int(i) for i in args.layers.split(",")]
     if args.pack_ab:
-        pack_ab(device, [int(i) for i in args.layers.split(",")], args.rounds, config)
+        pack_ab(device, layers, args.rounds, config)
+        return
+    if args.launches:
+        launch_shares(device, layers, ("NCHW", "NHWC") if args.layout == "both" else (args.layout,), args.rounds,
+                      config)
         return
     layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
