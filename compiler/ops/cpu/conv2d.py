@@ -10,8 +10,8 @@ A program of three launches (see :mod:`compiler.ops.cpu.conv_pack` for the packe
 For NCHW a schedule may instead have the compute launch pack the patches itself, one KC x NC slice at
 a time into its thread's scratch (``gemm.compute_packing_b_kernel`` with
 :func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`): two launches, and the packed patches, ``c*r*s``
-times the image, never go through memory (measured: up to 8% faster on the small deep ResNet layers,
-level on others, slower on 56x56 at the default KC; README, "Measured").
+times the image, never go through memory (measured on the ResNet layers: within a few percent either
+way at the default KC, with no rule that held from run to run; a choice for the tuner, README, "Measured").
 
 Which operand is the image follows from the output layout, because C's columns are contiguous:
 
@@ -48,7 +48,6 @@ blocks, and both pack choices. :func:`default_schedule` is one of its schedules.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from math import ceil
 
@@ -265,14 +264,13 @@ def _round_up_to(value: int, choices: tuple[int, ...]) -> int:
 
 def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
     """The schedule used untuned: the micro-kernel the cpu matmul measured best (two vectors wide; 8
-    rows with 32 vector registers, 6 with 16), blocked by :func:`sized_schedule`, the patches packed
-    inside the compute launch where gathers read them. It is in the level-2 space."""
+    rows with 32 vector registers, 6 with 16), blocked by :func:`sized_schedule`. It is in the level-2
+    space."""
     lanes = device.f32_lanes
     mr = 8 if vector_registers(device) >= 32 else 6
-    sized = sized_schedule(spec, device, mr, 2 * lanes)
-    # Where output rows are short (the patches read by gathers) the compute launch packs them itself: 3-8%
-    # faster on the 14x14 and 7x7 ResNet layers, level or mixed where rows are long (README, "Measured").
-    return dataclasses.replace(sized, patches_inside=sized.pack_mode == "gather")
+    # The patches keep a launch of their own: packing them inside measured within a few percent either way
+    # on the ResNet layers, with no rule that held from run to run (README, "Measured"); the tuner chooses.
+    return sized_schedule(spec, device, mr, 2 * lanes)
 
 
 def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
