@@ -8,7 +8,7 @@ A program of three launches (see :mod:`compiler.ops.cpu.conv_pack` for the packe
    into ``y`` in the spec's layout through its batch and row strides.
 
 For NCHW a schedule may instead have the compute launch pack the patches itself, one KC x NC slice at
-a time into its thread's scratch (``gemm.compute_packing_b_kernel`` with
+a time into its thread's scratch (``gemm.compute_packing_kernel`` with
 :func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`): two launches, and the packed patches, ``c*r*s``
 times the image, never go through memory (measured on the ResNet layers: within a few percent either
 way at the default KC, with no rule that held from run to run; a choice for the tuner, README, "Measured").
@@ -289,8 +289,8 @@ def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
         raise ScheduleDoesNotFitError(f"{TEMPLATE}: the compute launch packs NCHW patches only, not {spec.layout}")
     c_batch_stride, c_row_stride = conv.c_strides
     if schedule.patches_inside:
-        compute = gemm.compute_packing_b_kernel(
-            "conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile, layout_b="row", a_batched=False,
+        compute = gemm.compute_packing_kernel(
+            "conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile, a_batched=False,
             c_batch_stride=c_batch_stride, c_row_stride=c_row_stride,
             b_packer=nchw_patch_packer(spec, tile.nr, schedule.pack_mode))
         weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.mr, schedule.pack_panels)

@@ -174,7 +174,7 @@ def pack_nchw_patches_kernel(name: str, spec: Conv2dSpec, nr: int, panels: int, 
 
 
 def nchw_patch_packer(spec: Conv2dSpec, nr: int, mode: str = "runs") -> BPacker:
-    """The patches of each NCHW image as B of ``gemm.compute_packing_b_kernel``, packed slice by slice inside
+    """The patches of each NCHW image as B of ``gemm.compute_packing_kernel``, packed slice by slice inside
     the compute launch: the im2col panels of a KC x NC slice are written into the thread's scratch just
     before the micro-kernels read them, while they sit in its caches, so the packed patches (``c*r*s``
     times the image's pixels) never make a trip through memory. ``x`` is declared as

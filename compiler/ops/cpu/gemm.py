@@ -22,10 +22,13 @@ for it and the lane count stays the schedule's business. The C tile is prefetche
 micro-kernel starts (the lines arrive while the k loop runs). A KC step after the first adds to what
 the previous one stored.
 
-``compute_packing_b_kernel`` is the same loop nest reading B as stored: each block packs its KC x NC
-slice of B into scratch just before using it (the GotoBLAS order, for small M). The scratch has a slot
-per host thread, not per block: the kernel declares up to ``SCRATCH_SLOTS``, and the target that loads
-the program allocates as many as its launches there run threads (``Workspace.per_worker``).
+``compute_packing_kernel`` is the same loop nest reading one operand or both as stored: each block packs
+its KC x NC slice of B, or its MC x KC block of A, into scratch just before using it (the GotoBLAS order).
+The scratch has a slot per host thread, not per block: the kernel declares up to ``SCRATCH_SLOTS``, and
+the target that loads the program allocates as many as its launches there run threads
+(``Workspace.per_worker``). Where the packing happens is a packer's business (``APacker``, ``BPacker``):
+the matmul's reads a matrix as stored, conv2d's reads an image's patches (the im2col matrix is never
+formed).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ Panel = Callable[[Expr, Expr], Expr]
 
 
 class PanelSlice(NamedTuple):
-    """Where ``compute_packing_b_kernel`` wants one KC x NR slice of B packed: into ``bw[slot, qq, kk, j]``
+    """Where ``compute_packing_kernel`` wants one KC x NR slice of B packed: into ``bw[slot, qq, kk, j]``
     for ``kk`` below ``kc`` (B's rows ``k0 + kk``) and ``j`` below NR (B's columns ``col + j``; those from
     ``cols`` on are past N and must be zero), of batch ``batch``."""
 
@@ -79,10 +82,28 @@ class PanelSlice(NamedTuple):
     cols: Expr
 
 
-#: Packs B slice by slice inside the compute launch from a source of its own (conv2d's input image: the
-#: im2col matrix is B, and is never formed): given the kernel builder, it declares the source tensors
-#: (after ``ap``, before ``bw``) and returns what packs one slice.
+class PanelRows(NamedTuple):
+    """Where ``compute_packing_kernel`` wants one MR-panel of A packed: into ``aw[slot, pp, kk, i]`` for ``kk``
+    below ``kc`` (A's columns ``k0 + kk``) and ``i`` below MR (A's rows ``row0 + i``; those from ``rows`` on
+    are past M and must be zero), of batch ``batch``."""
+
+    aw: Buffer
+    slot: Expr
+    pp: Expr
+    batch: Expr
+    k0: Expr
+    kc: Expr
+    row0: Expr
+    rows: Expr
+
+
+#: Packs B slice by slice inside the compute launch from a source of its own: given the kernel builder,
+#: it declares the source tensors (after A's) and returns what packs one slice. ``matrix_b_packer`` reads
+#: a matrix as stored; conv2d's reads an NCHW image's patches.
 BPacker = Callable[[Any], Callable[[PanelSlice], None]]
+#: The same for A, panel by panel: it declares A's sources first and returns what packs one MR-panel.
+#: ``matrix_a_packer`` reads a matrix as stored; conv2d's reads an NHWC image's patches.
+APacker = Callable[[Any], Callable[[PanelRows], None]]
 
 
 @dataclass(frozen=True)
@@ -254,7 +275,7 @@ SCRATCH_SLOTS = 256
 
 
 def scratch_slots(batch: int, m: int, n: int, tile: GemmTile) -> int:
-    """Slots ``compute_packing_b_kernel``'s scratch declares, and the most threads its launch runs on: one
+    """Slots ``compute_packing_kernel``'s scratch declares, and the most threads its launch runs on: one
     per block of its grid, at most ``SCRATCH_SLOTS``. A target allocates as many of them as a launch there
     has threads (``Workspace.per_worker``)."""
     mc, nc = _block_extents(m, n, tile)
@@ -262,58 +283,79 @@ def scratch_slots(batch: int, m: int, n: int, tile: GemmTile) -> int:
 
 
 def packing_b_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The declared scratch of ``compute_packing_b_kernel``: one KC x NC panel set of B per slot
+    """The declared B scratch of ``compute_packing_kernel``: one KC x NC panel set of B per slot
     (``scratch_slots``)."""
     _, nc = _block_extents(m, n, tile)
     return (scratch_slots(batch, m, n, tile), nc // tile.nr, tile.kc, tile.nr)
 
 
 def packing_a_workspace_shape(batch: int, m: int, n: int, tile: GemmTile) -> tuple[int, int, int, int]:
-    """The declared A scratch of ``compute_packing_b_kernel`` with ``layout_a``: one MC x KC block per slot."""
+    """The declared A scratch of ``compute_packing_kernel``: one MC x KC block of A per slot."""
     mc, _ = _block_extents(m, n, tile)
     return (scratch_slots(batch, m, n, tile), mc // tile.mr, tile.kc, tile.mr)
 
 
-def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, layout_b: str,
-                             a_batched: bool, c_batch_stride: int, c_row_stride: int,
-                             layout_a: str | None = None, b_packer: BPacker | None = None) -> Kernel:
-    """Lowered kernel ``(ap, b, bw, c)``: what ``compute_kernel`` computes, but B is read as stored
-    (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``) and packed by each block itself, one KC x NC
-    slice at a time, into its thread's slot of the workspace ``bw`` (``packing_b_workspace_shape``).
-    With ``layout_a`` A is read as stored too (``(batch, m, k)`` or ``(batch, k, m)``, always
-    batched): the kernel is ``(a, b, aw, bw, c)`` and packs its MC x KC block of A into ``aw``
-    (``packing_a_workspace_shape``), so the whole product is one launch. With ``b_packer`` the source of
-    B is its own (``layout_b`` is then unused): it declares it and packs each slice (``BPacker``).
+def matrix_a_packer(layout: str, *, batch: int, m: int, k: int, mr: int) -> APacker:
+    """A as stored, ``(batch, m, k)`` row-major or ``(batch, k, m)`` for ``col``, always batched."""
+    def declare(kb: Any) -> Callable[[PanelRows], None]:
+        a = kb.tensor("a", f32, (batch, m, k) if layout == "row" else (batch, k, m), const=True)
+        return functools.partial(_pack_a_panel, a, layout, mr)
+
+    return declare
+
+
+def matrix_b_packer(layout: str, *, batch: int, k: int, n: int, nr: int) -> BPacker:
+    """B as stored, ``(batch, k, n)`` row-major or ``(batch, n, k)`` for ``col``, always batched."""
+    def declare(kb: Any) -> Callable[[PanelSlice], None]:
+        b = kb.tensor("b", f32, (batch, k, n) if layout == "row" else (batch, n, k), const=True)
+        return functools.partial(_pack_b_slice, b, layout, nr)
+
+    return declare
+
+
+def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, c_batch_stride: int,
+                           c_row_stride: int, a_packer: APacker | None = None, b_packer: BPacker | None = None,
+                           a_batched: bool = True, b_batched: bool = True) -> Kernel:
+    """Lowered kernel: what ``compute_kernel`` computes, with A, B or both packed by each block itself
+    just before it uses them, into its thread's slot of a scratch workspace. Its parameters are A's
+    (``ap``, packed as ``compute_kernel`` reads it, or the tensors ``a_packer`` declares), B's (``bp``, or
+    ``b_packer``'s), then ``aw`` where A is packed inside (``packing_a_workspace_shape``: one MC x KC block
+    a slot), ``bw`` where B is (``packing_b_workspace_shape``: one KC x NC slice a slot), and ``c``.
+    ``a_batched`` / ``b_batched`` say whether a pre-packed operand has ``batch`` entries or one shared.
 
     The scratch has a slot per host thread: a block packs into its thread's slot. The kernel declares
     ``scratch_slots`` of them and runs on at most that many threads; a program binding ``aw`` and ``bw``
     marks them ``per_worker``, so the target that loads it allocates a slot per thread it launches on,
     which the kernel never indexes past (``worker_slot`` is below ``min(workers, host_max_workers)``).
-    The slice is used while it sits in the core's L2, so B makes one trip from memory instead of three
+
+    A slice of B is used while it sits in the core's L2, so B makes one trip from memory instead of three
     (read, packed copy written, packed copy read). Blocks in one column of the grid pack the same slice
-    again: one vector copy per MC/lanes vector FMAs, a few percent. A's blocks are packed again by every
-    block of a grid row, and a row-major A packs with strided stores: that costs more (12% at 128 x 768 x
-    768 on one Zen 5 core), so it pays only where it saves a launch.
+    again: one vector copy per MC/lanes vector FMAs, a few percent. A block of A is packed again by every
+    block of its grid row, and a row-major matrix A packs with strided stores: that costs more (12% at 128
+    x 768 x 768 on one Zen 5 core), so for the matmul it pays only where it saves a launch; conv2d's NHWC
+    patches, written ``r*s`` times the image to memory by a launch of their own, are another matter.
     """
+    if a_packer is None and b_packer is None:
+        raise ValueError(f"{name}: a packing compute launch packs A, B or both (else use compute_kernel)")
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
     mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
     with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static",
                 host_max_workers=scratch_slots(batch, m, n, tile)) as kb:
-        if layout_a is None:
+        if a_packer is None:
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         else:
-            a = kb.tensor("a", f32, (batch, m, k) if layout_a == "row" else (batch, k, m), const=True)
+            pack_panel = a_packer(kb)
         if b_packer is None:
-            src = kb.tensor("b", f32, (batch, k, n) if layout_b == "row" else (batch, n, k), const=True)
-            pack_slice = functools.partial(_pack_b_slice, src, layout_b, nr)
+            bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
         else:
             pack_slice = b_packer(kb)
-        if layout_a is not None:
+        if a_packer is not None:
             aw = kb.tensor("aw", f32, packing_a_workspace_shape(batch, m, n, tile))
-        bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
+        if b_packer is not None:
+            bw = kb.tensor("bw", f32, packing_b_workspace_shape(batch, m, n, tile))
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
-        ab = b if a_batched else 0
+        ab, bb = (b if a_batched else 0), (b if b_batched else 0)
         slot = let("slot", worker_slot())
         p0 = let("p0", blockIdx.y * (mc // mr))
         q0 = let("q0", blockIdx.x * (nc // nr))
@@ -321,23 +363,27 @@ def compute_packing_b_kernel(name: str, *, batch: int, m: int, n: int, k: int, t
         q_count = let("q_count", min_(panels_n - q0, nc // nr))
         for k0 in range_(k, name="k0", step=kc_max):
             kc = let("kc", min_(k - k0, kc_max))
-            for qq in range_(q_count, name="qq"):
-                col = (q0 + qq) * nr
-                cols = let("cols", min_(n - col, nr))
-                pack_slice(PanelSlice(bw, slot, qq, b, k0, kc, col, cols))
-            if layout_a is not None:
+            if b_packer is not None:
+                for qq in range_(q_count, name="qq"):
+                    col = (q0 + qq) * nr
+                    cols = let("cols", min_(n - col, nr))
+                    pack_slice(PanelSlice(bw, slot, qq, b, k0, kc, col, cols))
+            if a_packer is not None:
                 for pp in range_(p_count, name="pp"):
-                    _pack_a_block(a, aw, layout_a, slot=slot, pp=pp, b=b, row0=(p0 + pp) * mr, k0=k0, kc=kc,
-                                  m=m, mr=mr)
+                    row0 = (p0 + pp) * mr
+                    rows = let("rows", min_(m - row0, mr))
+                    pack_panel(PanelRows(aw, slot, pp, b, k0, kc, row0, rows))
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
                     p, q = p0 + pp, q0 + qq
                     a_at: Panel = (
-                        (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if layout_a is None
+                        (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if a_packer is None
                         else (lambda kk, i, pp=pp: aw[slot, pp, kk, i]))
-                    _micro_kernel(c, tile, a_at, lambda kk, j, qq=qq: bw[slot, qq, kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
-                                  c_row_stride=c_row_stride)
+                    b_at: Panel = (
+                        (lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j]) if b_packer is None
+                        else (lambda kk, j, qq=qq: bw[slot, qq, kk, j]))
+                    _micro_kernel(c, tile, a_at, b_at, row0=p * mr, col0=q * nr, kc=kc, first=k0 == 0, m=m, n=n,
+                                  batch_index=b, c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
     return lower(kb.kernel)
 
 
@@ -365,10 +411,9 @@ def _pack_lanes(lane: str, width: int, valid: Expr, kc: Expr, dst: Buffer, dst_a
                 dst[dst_at(kk, i)] = 0.0
 
 
-def _pack_a_block(a: Buffer, aw: Buffer, layout: str, *, slot: Expr, pp: Expr, b: Expr, row0: Expr, k0: Expr,
-                  kc: Expr, m: int, mr: int) -> None:
-    """One MR-panel of A's rows from ``row0``, over ``kc`` k steps from ``k0``, into ``aw[slot, pp]``."""
-    rows = let("rows", min_(m - row0, mr))
+def _pack_a_panel(a: Buffer, layout: str, mr: int, at: PanelRows) -> None:
+    """One MR-panel of A as stored (``(batch, m, k)``, or ``(batch, k, m)`` for ``col``)."""
+    aw, slot, pp, b, k0, kc, row0, rows = at
     if layout == "row":
         _pack_lanes("r", mr, rows, kc, aw, lambda kk, r: (slot, pp, kk, r), a, lambda r, kk: (b, row0 + r, k0 + kk))
     else:

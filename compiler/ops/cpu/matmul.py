@@ -33,7 +33,9 @@ from compiler.cpu_device import CpuDevice
 from compiler.ops.cpu.gemm import (
     GemmTile,
     compute_kernel,
-    compute_packing_b_kernel,
+    compute_packing_kernel,
+    matrix_a_packer,
+    matrix_b_packer,
     pack_a_kernel,
     pack_b_kernel,
     packed_a_shape,
@@ -187,16 +189,17 @@ def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
     strides = {"c_batch_stride": m * n, "c_row_stride": n}
     pack_a = pack_a_kernel("cpu_matmul_pack_a", batch=batch, m=m, k=k, tile=schedule, layout=spec.layout_a)
     ap = Workspace("ap", packed_a_shape(batch, m, k, schedule), "float32")
+    pack_b_inside = matrix_b_packer(spec.layout_b, batch=batch, k=k, n=n, nr=schedule.nr)
     if getattr(schedule, "pack_a_inside", False) and getattr(schedule, "pack_b_inside", False):
-        compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
-                                           layout_b=spec.layout_b, a_batched=True, layout_a=spec.layout_a,
-                                           **strides)
+        compute = compute_packing_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
+                                         a_packer=matrix_a_packer(spec.layout_a, batch=batch, m=m, k=k, mr=schedule.mr),
+                                         b_packer=pack_b_inside, **strides)
         workspaces = (Workspace("aw", packing_a_workspace_shape(batch, m, n, schedule), "float32", per_worker=True),
                       Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True))
         return Program(TEMPLATE, ("a", "b", "c"), (Launch(compute, ("a", "b", "aw", "bw", "c")),), workspaces)
     if getattr(schedule, "pack_b_inside", False):
-        compute = compute_packing_b_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
-                                           layout_b=spec.layout_b, a_batched=True, **strides)
+        compute = compute_packing_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
+                                         b_packer=pack_b_inside, **strides)
         bw = Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True)
         launches = (Launch(pack_a, ("a", "ap")), Launch(compute, ("ap", "b", "bw", "c")))
         return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bw))

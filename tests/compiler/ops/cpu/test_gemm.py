@@ -83,8 +83,9 @@ def test_packing_b_inside_the_compute_launch_with_a_shared_a(run_on_cpu, layout_
     b = rng.standard_normal((batch, k, n) if layout_b == "row" else (batch, n, k)).astype(np.float32)
     launches = (
         Launch(gemm.pack_a_kernel("pa", batch=1, m=m, k=k, tile=TILE, layout="row"), ("a", "ap")),
-        Launch(gemm.compute_packing_b_kernel("mm", batch=batch, m=m, n=n, k=k, tile=TILE, layout_b=layout_b,
-                                             a_batched=False, c_batch_stride=m * n, c_row_stride=n),
+        Launch(gemm.compute_packing_kernel("mm", batch=batch, m=m, n=n, k=k, tile=TILE, a_batched=False,
+                                           b_packer=gemm.matrix_b_packer(layout_b, batch=batch, k=k, n=n, nr=TILE.nr),
+                                           c_batch_stride=m * n, c_row_stride=n),
                ("ap", "b", "bw", "c")),
     )
     workspaces = (Workspace("ap", gemm.packed_a_shape(1, m, k, TILE), "float32"),
@@ -103,8 +104,9 @@ def test_packing_scratch_has_a_slot_per_thread_not_per_block() -> None:
     assert gemm.scratch_slots(1, 8192, 8192, tile) == gemm.SCRATCH_SLOTS
     assert gemm.packing_b_workspace_shape(1, 8192, 8192, tile) == (gemm.SCRATCH_SLOTS, 24, 768, 32)
     assert gemm.scratch_slots(2, 96, 700, tile) == 2 * 2 * 1
-    kernel = gemm.compute_packing_b_kernel("mm", batch=1, m=8192, n=8192, k=8192, tile=tile, layout_b="row",
-                                           a_batched=True, c_batch_stride=8192 * 8192, c_row_stride=8192)
+    kernel = gemm.compute_packing_kernel("mm", batch=1, m=8192, n=8192, k=8192, tile=tile,
+                                         b_packer=gemm.matrix_b_packer("row", batch=1, k=8192, n=8192, nr=32),
+                                         c_batch_stride=8192 * 8192, c_row_stride=8192)
     assert kernel.host_max_workers == gemm.SCRATCH_SLOTS
 
 
@@ -117,8 +119,10 @@ def test_packing_inside_with_more_blocks_than_threads(run_on_cpu, dynamic: bool)
     rng = np.random.default_rng(5)
     a = rng.standard_normal((batch, m, k)).astype(np.float32)
     b = rng.standard_normal((batch, k, n)).astype(np.float32)
-    compute = gemm.compute_packing_b_kernel("mm", batch=batch, m=m, n=n, k=k, tile=tile, layout_b="row",
-                                            a_batched=True, c_batch_stride=m * n, c_row_stride=n, layout_a="row")
+    compute = gemm.compute_packing_kernel("mm", batch=batch, m=m, n=n, k=k, tile=tile,
+                                          a_packer=gemm.matrix_a_packer("row", batch=batch, m=m, k=k, mr=tile.mr),
+                                          b_packer=gemm.matrix_b_packer("row", batch=batch, k=k, n=n, nr=tile.nr),
+                                          c_batch_stride=m * n, c_row_stride=n)
     assert compute.host_max_workers == 70
     workspaces = (Workspace("aw", gemm.packing_a_workspace_shape(batch, m, n, tile), "float32"),
                   Workspace("bw", gemm.packing_b_workspace_shape(batch, m, n, tile), "float32"))
