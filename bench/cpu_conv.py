@@ -12,8 +12,8 @@ The table shows GFLOP/s (2 * n*p*q * k * c*r*s flops) as the median over all sam
 the speed-up of the best schedule over each peer and over the default, and the best as a fraction of
 the machine's estimated FP32 peak (from /proc/cpuinfo's clock, which may be below the real one).
 
-``--pack-ab`` instead times, for each layer in NCHW, which launch packs the patches: the default schedule
-as it is (a launch of their own) and with the compute launch packing them slice by slice
+``--pack-ab`` instead times, for each layer and layout, which launch packs the patches: the default
+schedule with a launch of their own and with the compute launch packing them block by block
 (``patches_inside``), each also with K in steps of at most 192, interleaved; GFLOP/s median [p20, p80].
 
 ``--launches`` times each launch of the default schedule's program alone (packing the patches, packing
@@ -147,8 +147,8 @@ def candidates(spec: Conv2dSpec, device: CpuDevice, sample: int) -> list[conv2d.
             found.append(conv2d.sized_schedule(spec, device, mr, nr, mode))
         # The BLIS rule: the KC x NR panel of B in about half the L1d.
         found.append(conv2d.sized_schedule(spec, device, mr, nr, max_kc=max(64, l1 // 2 // (4 * nr))))
-    if True in conv2d.patches_inside_choices(spec):  # each of those with the compute launch packing the patches
-        found += [dataclasses.replace(s, patches_inside=True) for s in found]
+    # Each of those with the compute launch packing the patches.
+    found += [dataclasses.replace(s, patches_inside=True) for s in found]
     found += space.sample(sample, seed=0)
     unique = list(dict.fromkeys(found))
     return [s for s in unique if space.violation(s) is None]
@@ -189,20 +189,22 @@ def _gflops(flops: int, samples_ns: list[int]) -> tuple[float, float, float]:
     return percentile(rates, 50), percentile(rates, 20), percentile(rates, 80)
 
 
-def pack_ab(device: CpuDevice, layers: list[int], rounds: int, config: cpu.CpuConfig) -> None:
-    """``--pack-ab``: the patches packed by a launch of their own or inside the compute launch (NCHW)."""
+def pack_ab(device: CpuDevice, layers: list[int], layouts: tuple[str, ...], rounds: int,
+            config: cpu.CpuConfig) -> None:
+    """``--pack-ab``: the patches packed by a launch of their own or inside the compute launch."""
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
     names = ("launch", "inside", "launch, KC <= 192", "inside, KC <= 192")
+    header = ["layer (batch 1)", "layout", "pack mode", "KC", "default", *names, "inside/launch (best of each)"]
     rows = []
-    for index in layers:
+    for index, layout in ((i, layout) for i in layers for layout in layouts):
         label, fields = LAYERS[index]
-        spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": "NCHW"})
+        spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})
         inputs = conv2d_inputs(spec, np.random.default_rng(0))
         reference = conv2d_reference(spec, inputs)["y"]
         default = conv2d.default_schedule(spec, device)
         short = conv2d.sized_schedule(spec, device, default.mr, default.nr, default.pack_mode, max_kc=192)
-        schedules = (default, dataclasses.replace(default, patches_inside=True), short,
-                     dataclasses.replace(short, patches_inside=True))
+        schedules = tuple(dataclasses.replace(schedule, patches_inside=inside)
+                          for schedule in (default, short) for inside in (False, True))
         calls = {}
         for name, schedule in zip(names, schedules, strict=True):
             y = poisoned(spec.y_shape, "float32")
@@ -215,14 +217,14 @@ def pack_ab(device: CpuDevice, layers: list[int], rounds: int, config: cpu.CpuCo
         rates = {name: _gflops(conv2d_flops(spec), samples[name]) for name in names}
         best_inside = max(rates[n][0] for n in names if n.startswith("inside"))
         best_launch = max(rates[n][0] for n in names if n.startswith("launch"))
-        rows.append([label, default.pack_mode, f"{default.kc} / {short.kc}",
+        rows.append([label, layout, default.pack_mode, f"{default.kc} / {short.kc}",
+                     "inside" if default.patches_inside else "launch",
                      *(f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in rates.values()),
                      f"{best_inside / best_launch:.2f}x"])
-        print(format_table(["layer (batch 1, NCHW)", "pack mode", "KC", *names, "inside/launch (best of each)"],
-                           rows[-1:]), flush=True)
+        print(format_table(header, rows[-1:]), flush=True)
     print(f"{device.model}, {device.isa_summary}, {config.workers} workers, {rounds} interleaved rounds, "
           f"uptime load {os.getloadavg()[0]:.2f}")
-    print(format_table(["layer (batch 1, NCHW)", "pack mode", "KC", *names, "inside/launch (best of each)"], rows))
+    print(format_table(header, rows))
 
 
 def launch_shares(device: CpuDevice, layers: list[int], layouts: tuple[str, ...], rounds: int,
@@ -257,20 +259,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layout", choices=("NCHW", "NHWC", "both"), default="both")
     parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
                         help="indices into the layer list")
-    parser.add_argument("--pack-ab", action="store_true", help="NCHW only: which launch packs the patches")
+    parser.add_argument("--pack-ab", action="store_true", help="which launch packs the patches")
     parser.add_argument("--launches", action="store_true", help="each launch of the default schedule alone")
     args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
     layers = [int(i) for i in args.layers.split(",")]
+    layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     if args.pack_ab:
-        pack_ab(device, layers, args.rounds, config)
+        pack_ab(device, layers, layouts, args.rounds, config)
         return
     if args.launches:
-        launch_shares(device, layers, ("NCHW", "NHWC") if args.layout == "both" else (args.layout,), args.rounds,
-                      config)
+        launch_shares(device, layers, layouts, args.rounds, config)
         return
-    layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
     peak = device.peak_gflops_f32
     rows, picks = [], []

@@ -7,11 +7,13 @@ A program of three launches (see :mod:`compiler.ops.cpu.conv_pack` for the packe
 3. the packed GEMM's compute launch (``compiler.ops.cpu.gemm.compute_kernel``), which writes C straight
    into ``y`` in the spec's layout through its batch and row strides.
 
-For NCHW a schedule may instead have the compute launch pack the patches itself, one KC x NC slice at
-a time into its thread's scratch (``gemm.compute_packing_kernel`` with
-:func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`): two launches, and the packed patches, ``c*r*s``
-times the image, never go through memory (measured on the ResNet layers: within a few percent either
-way at the default KC, with no rule that held from run to run; a choice for the tuner, README, "Measured").
+A schedule may instead have the compute launch pack the patches itself, just before it uses them, into
+its thread's scratch (``gemm.compute_packing_kernel``): for NCHW one KC x NC slice of B at a time
+(:func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`), for NHWC one MC x KC block of A
+(:func:`~compiler.ops.cpu.conv_pack.nhwc_patch_packer`). Two launches, and the packed patches, ``r*s``
+times the image, never go through memory; in exchange a block packs again what the blocks beside it in
+the grid pack too. Which wins depends on the layer and the blocking: a choice for the tuner (README,
+"Measured").
 
 Which operand is the image follows from the output layout, because C's columns are contiguous:
 
@@ -41,13 +43,14 @@ blocks, and both pack choices. :func:`default_schedule` is one of its schedules.
 >>> spec = Conv2dSpec(n=1, c=64, h=56, w=56, k=64, r=3, s=3, padding=(1, 1))
 >>> nhwc = spec.model_copy(update={"layout": "NHWC"})
 >>> len(space(spec, host, 1).candidates()), len(space(nhwc, host, 1).candidates())
-(32, 8)
+(32, 16)
 >>> [launch.kernel.name for launch in build(spec, default_schedule(spec, host)).launches]
 ['conv2d_pack_patches', 'conv2d_pack_weight', 'conv2d_gemm']
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from math import ceil
 
@@ -59,6 +62,7 @@ from compiler.ops.cpu.conv_pack import (
     PACK_MODES,
     ConvGemm,
     nchw_patch_packer,
+    nhwc_patch_packer,
     pack_nchw_patches_kernel,
     pack_nhwc_patches_kernel,
     pack_weight_kernel,
@@ -78,8 +82,9 @@ class ConvSchedule:
     from the spec, rounded up to whole micro-panels); ``pack_panels``: panels one packing block writes;
     ``pack_mode``: how the patches are read (NCHW: ``runs`` or ``gather``, see
     :func:`~compiler.ops.cpu.conv_pack.pack_nchw_patches_kernel`; NHWC has one way, ``channels``);
-    ``patches_inside`` (NCHW): the compute launch packs the patches itself, slice by slice, instead of a
-    launch of their own (:func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`).
+    ``patches_inside``: the compute launch packs the patches itself, block by block, instead of a launch
+    of their own (:func:`~compiler.ops.cpu.conv_pack.nchw_patch_packer`,
+    :func:`~compiler.ops.cpu.conv_pack.nhwc_patch_packer`).
     """
 
     mr: int
@@ -176,9 +181,8 @@ def pack_modes(spec: Conv2dSpec) -> tuple[str, ...]:
     return PACK_MODES if spec.layout == "NCHW" else ("channels",)
 
 
-def patches_inside_choices(spec: Conv2dSpec) -> tuple[bool, ...]:
-    """Where the patches may be packed: NCHW's are B, which the compute launch can pack itself."""
-    return (False, True) if spec.layout == "NCHW" else (False,)
+#: Where the patches may be packed: by a launch of their own, or inside the compute launch.
+PATCHES_INSIDE = (False, True)
 
 
 def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule]:
@@ -199,7 +203,7 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
             Param("k_unroll", (4,)),
             Param("pack_panels", (3,)),
             modes,
-            Param("patches_inside", patches_inside_choices(spec)),
+            Param("patches_inside", PATCHES_INSIDE),
         )
     elif level == 2:
         params = (
@@ -211,7 +215,7 @@ def space(spec: Conv2dSpec, device: CpuDevice, level: int) -> Space[ConvSchedule
             Param("k_unroll", (1, 4)),
             Param("pack_panels", (1, 4, 8)),
             modes,
-            Param("patches_inside", patches_inside_choices(spec)),
+            Param("patches_inside", PATCHES_INSIDE),
         )
     else:
         raise ValueError(f"{TEMPLATE}: level must be 1 or 2, got {level}")
@@ -268,9 +272,14 @@ def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
     space."""
     lanes = device.f32_lanes
     mr = 8 if vector_registers(device) >= 32 else 6
-    # The patches keep a launch of their own: packing them inside measured within a few percent either way
-    # on the ResNet layers, with no rule that held from run to run (README, "Measured"); the tuner chooses.
-    return sized_schedule(spec, device, mr, 2 * lanes)
+    schedule = sized_schedule(spec, device, mr, 2 * lanes)
+    # NHWC: the compute launch packs the patches where a row of its grid is one block, so no block packs
+    # rows another packs too (measured 1.02-1.21x on the ResNet layers blocked so, mixed where N is split;
+    # README, "Measured"). NCHW keeps the patches' own launch: inside measured within a few percent either
+    # way, with no rule that held from run to run; the tuner chooses.
+    if spec.layout == "NHWC" and schedule.n_blocks == 1:
+        return dataclasses.replace(schedule, patches_inside=True)
+    return schedule
 
 
 def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
@@ -285,20 +294,9 @@ def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
     if schedule.pack_mode not in pack_modes(spec):
         raise ScheduleDoesNotFitError(f"{TEMPLATE}: pack_mode {schedule.pack_mode!r} does not read {spec.layout}; "
                                       f"it takes {pack_modes(spec)}")
-    if schedule.patches_inside not in patches_inside_choices(spec):
-        raise ScheduleDoesNotFitError(f"{TEMPLATE}: the compute launch packs NCHW patches only, not {spec.layout}")
     c_batch_stride, c_row_stride = conv.c_strides
     if schedule.patches_inside:
-        compute = gemm.compute_packing_kernel(
-            "conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile, a_batched=False,
-            c_batch_stride=c_batch_stride, c_row_stride=c_row_stride,
-            b_packer=nchw_patch_packer(spec, tile.nr, schedule.pack_mode))
-        weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.mr, schedule.pack_panels)
-        workspaces = (Workspace("wp", gemm.packed_a_shape(1, m, k, tile), "float32"),
-                      Workspace("bw", gemm.packing_b_workspace_shape(conv.batch, m, n, tile), "float32",
-                                per_worker=True))
-        launches = (Launch(weights, ("weight", "wp")), Launch(compute, ("wp", "x", "bw", "y")))
-        return Program(f"{TEMPLATE}_{spec.layout.lower()}", ("x", "weight", "y"), launches, workspaces)
+        return _build_patches_inside(spec, schedule, tile)
     compute = gemm.compute_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
                                   a_batched=not conv.image_is_b, b_batched=conv.image_is_b,
                                   c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
@@ -320,4 +318,31 @@ def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
         Launch(weights, ("weight", "wp")),
         Launch(compute, (*operands, "y")),
     )
+    return Program(f"{TEMPLATE}_{spec.layout.lower()}", ("x", "weight", "y"), launches, workspaces)
+
+
+def _build_patches_inside(spec: Conv2dSpec, schedule: ConvSchedule, tile: gemm.GemmTile) -> Program:
+    """Two launches: the weight's packing, then the GEMM packing the patches into a scratch slot per thread."""
+    conv = ConvGemm(spec)
+    m, n, k = conv.mnk
+    c_batch_stride, c_row_stride = conv.c_strides
+    strides = {"c_batch_stride": c_batch_stride, "c_row_stride": c_row_stride}
+    if conv.image_is_b:
+        patches = nchw_patch_packer(spec, tile.nr, schedule.pack_mode)
+        compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
+                                              a_batched=False, b_packer=patches, **strides)
+        weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.mr, schedule.pack_panels)
+        workspaces = (Workspace("wp", gemm.packed_a_shape(1, m, k, tile), "float32"),
+                      Workspace("bw", gemm.packing_b_workspace_shape(conv.batch, m, n, tile), "float32",
+                                per_worker=True))
+        bindings = ("wp", "x", "bw", "y")
+    else:
+        compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
+                                              b_batched=False, a_packer=nhwc_patch_packer(spec, tile.mr), **strides)
+        weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.nr, schedule.pack_panels)
+        workspaces = (Workspace("wp", gemm.packed_b_shape(1, k, n, tile), "float32"),
+                      Workspace("aw", gemm.packing_a_workspace_shape(conv.batch, m, n, tile), "float32",
+                                per_worker=True))
+        bindings = ("x", "wp", "aw", "y")
+    launches = (Launch(weights, ("weight", "wp")), Launch(compute, bindings))
     return Program(f"{TEMPLATE}_{spec.layout.lower()}", ("x", "weight", "y"), launches, workspaces)

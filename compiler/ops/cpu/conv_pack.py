@@ -55,7 +55,7 @@ from compiler.ir import (
     select,
 )
 from compiler.ops.conv2d_spec import Conv2dSpec
-from compiler.ops.cpu.gemm import BPacker, PanelSlice
+from compiler.ops.cpu.gemm import APacker, BPacker, PanelRows, PanelSlice
 
 #: The largest offset an ``int`` holds.
 MAX_I32 = 2**31 - 1
@@ -365,6 +365,55 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
                                 for c in range_(spec.c, name="c", simd=True):
                                     ap[tile, kk0 + c, lane] = 0.0
     return lower(k.kernel)
+
+
+def nhwc_patch_packer(spec: Conv2dSpec, mr: int) -> APacker:
+    """The NHWC patches as A of ``gemm.compute_packing_kernel``, packed panel by panel inside the compute
+    launch: each block writes the MR pixels x KC taps of its panels into its thread's scratch just before
+    its micro-kernels read them, so the packed patches (``r*s`` times the image) never go through memory.
+    ``x`` is declared as ``pack_nhwc_patches_kernel`` declares it, and read the same way: a KC step covers
+    parts of one or more filter taps ``(r, s)`` (the taps run over ``(r, s, c)``), and for each of them
+    every lane copies a contiguous run of channels."""
+
+    def declare(kb: Any) -> Callable[[PanelRows], None]:
+        x = kb.tensor("x", f32, (spec.n * spec.h * spec.w * spec.c,), const=True, overshoot=1)
+        return functools.partial(_panel_nhwc, spec, x, mr)
+
+    return declare
+
+
+def _panel_nhwc(spec: Conv2dSpec, x: Buffer, mr: int, at: PanelRows) -> None:
+    pixels = spec.n * spec.p * spec.q
+    elements = spec.n * spec.h * spec.w * spec.c
+    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
+    lanes = []
+    for lane in range(mr):
+        pixel = let(f"pixel{lane}", at.row0 + lane)
+        lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
+                      let(f"h{lane}", pixel // spec.q % spec.p * sh - ph), let(f"w{lane}", pixel % spec.q * sw - pw)))
+    # The filter taps (r, s) the slice's columns k0 .. k0 + kc - 1 touch, and the channels of each.
+    first = let("first_tap", at.k0 // spec.c)
+    for t in range_((at.k0 + at.kc - 1) // spec.c - first + 1, name="t"):
+        tap = let("tap", first + t)
+        r, s = let("r", tap // spec.s), let("s", tap % spec.s)
+        c_lo = let("c_lo", max_(0, at.k0 - tap * spec.c))
+        count = let("count", min_(spec.c, at.k0 + at.kc - tap * spec.c) - c_lo)
+        kk0 = let("kk0", tap * spec.c + c_lo - at.k0)
+        reads = []
+        for lane, (pixel, image, h0, w0) in enumerate(lanes):
+            h, w = h0 + r * dh, w0 + s * dw
+            inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h, w >= 0, w < spec.w))
+            offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w
+                      + _offset(w, elements)) * spec.c + _offset(c_lo, elements)
+            reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
+        # As in pack_nhwc_patches_kernel: every lane copies, then the few in the padding are zeroed.
+        for c in range_(count, name="c", simd=True):
+            for lane, (_, offset) in enumerate(reads):
+                at.aw[at.slot, at.pp, kk0 + c, lane] = x[offset + _offset(c, elements)]
+        for lane, (inside, _) in enumerate(reads):
+            with if_(logical_not(inside)):
+                for c in range_(count, name="c", simd=True):
+                    at.aw[at.slot, at.pp, kk0 + c, lane] = 0.0
 
 
 def im2col(spec: Conv2dSpec, x: np.ndarray) -> np.ndarray:

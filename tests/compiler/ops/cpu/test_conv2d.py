@@ -3,15 +3,13 @@ the float64 reference, outputs and workspaces poisoned first; and the space's an
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from compiler.cpu_device import CacheLevel, CpuDevice, detect_cpu
 from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_inputs, conv2d_outputs, conv2d_reference
 from compiler.ops.cpu import conv2d
-from compiler.space import EmptySpaceError, ScheduleDoesNotFitError
+from compiler.space import EmptySpaceError
 
 HOST = detect_cpu()
 
@@ -72,13 +70,27 @@ def test_nchw_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matche
         _check(run_on_cpu, assert_matches, spec, schedule)
 
 
-def test_nhwc_patches_are_packed_by_their_own_launch() -> None:
-    spec = _spec("3x3 pad 1 primes batch 2", "NHWC")
-    for level in (1, 2):
-        assert {s.patches_inside for s in conv2d.space(spec, HOST, level).candidates()} == {False}
-    schedule = dataclasses.replace(conv2d.default_schedule(spec, HOST), patches_inside=True)
-    with pytest.raises(ScheduleDoesNotFitError, match="packs NCHW patches only"):
-        conv2d.build(spec, schedule)
+@pytest.mark.parametrize("fields", [
+    SPECS["3x3 pad 1 primes batch 2"],
+    # More channels than a KC step: a tap's channels are cut across steps, and steps start mid-tap.
+    {"n": 1, "c": 37, "h": 6, "w": 5, "k": 40, "r": 3, "s": 3, "padding": (1, 1)},
+], ids=["3 channels, panels across images", "37 channels"])
+def test_nhwc_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matches, fields) -> None:
+    """Two launches (the weight's packing, then the GEMM that packs each block of patches itself into a
+    scratch slot per thread), with KC steps that start inside a filter tap's channels, panels whose
+    pixels cross from one image to the next or past the last, and several blocks along N packing the
+    same rows."""
+    spec = Conv2dSpec.model_validate({**fields, "layout": "NHWC"})
+    inside = [s for s in conv2d.space(spec, HOST, 1).candidates() if s.patches_inside]
+    assert inside and any((spec.c * spec.r * spec.s) % s.kc and s.kc % spec.c for s in inside)
+    # N split in two somewhere: both blocks of a grid row pack the same rows of patches.
+    assert any(conv2d.build(spec, s).launches[1].kernel.grid[0] == 2 for s in inside)
+    for schedule in inside:
+        program = conv2d.build(spec, schedule)
+        assert [launch.kernel.name for launch in program.launches] == ["conv2d_pack_weight", "conv2d_gemm"]
+        assert program.launches[1].bindings == ("x", "wp", "aw", "y")
+        assert [(w.name, w.per_worker) for w in program.workspaces] == [("wp", False), ("aw", True)]
+        _check(run_on_cpu, assert_matches, spec, schedule)
 
 
 def test_orientation_and_output_strides() -> None:
@@ -136,6 +148,23 @@ def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]
     level2 = conv2d.space(spec, target, 2)
     assert level2.violation(default) is None
     assert level2.schedule({f: getattr(default, f) for f in default.__dataclass_fields__}) == default
+
+
+@pytest.mark.parametrize("device", ["avx512-l1d32", "avx2-l1d48"])
+def test_the_nhwc_default_packs_patches_inside_where_no_block_packs_another_s_rows(device: str) -> None:
+    """Images large enough to split M over every core leave each grid row one block: the compute launch
+    packs the patches. A 14x14 image splits N too (blocks of one row would pack the same patches), and
+    NCHW keeps the patches' own launch."""
+    target = PINNED[device]
+    large = Conv2dSpec(n=1, c=64, h=56, w=56, k=64, r=3, s=3, padding=(1, 1), layout="NHWC")
+    small = Conv2dSpec(n=1, c=256, h=14, w=14, k=256, r=3, s=3, padding=(1, 1), layout="NHWC")
+    inside = conv2d.default_schedule(large, target)
+    assert inside.patches_inside and inside.n_blocks == 1
+    assert [launch.kernel.name for launch in conv2d.build(large, inside).launches] == [
+        "conv2d_pack_weight", "conv2d_gemm"]
+    split = conv2d.default_schedule(small, target)
+    assert not split.patches_inside and split.n_blocks > 1
+    assert not conv2d.default_schedule(large.model_copy(update={"layout": "NCHW"}), target).patches_inside
 
 
 @pytest.mark.parametrize("l2_kib", [512, 1024])
