@@ -22,9 +22,6 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from compiler.backends import Target, get_target
 from compiler.ops import get_operator
 from compiler.roofline import roofline_fields, stored_roofline
@@ -46,6 +43,7 @@ from service.cli.db import database_url, shown
 from service.cli.errors import CliError
 from service.cli.progress import progress_reporter
 from service.cli.specs import check_memory
+from service.cli.table import print_table
 from service.jobs.devices import default_worker_name, queue_name
 from service.jobs.runner import progress_document, trial_result
 from service.tuning import study_key, warpmap_version
@@ -320,33 +318,28 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(report))
         return
-    table = Table(title=f"{report['target']}: {report['cache']}", show_header=True)
-    table.add_column("field")
-    table.add_column("value", overflow="fold")
-    table.add_row("schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items()))
+    rows: list[tuple[str, str]] = []
+    rows.append(("schedule", ", ".join(f"{k}={v}" for k, v in report["schedule"].items())))
     retimed = report.get("retimed", 0)
-    table.add_row("latency", f"{report['latency_ms']:.4g} ms" + (
+    rows.append(("latency", f"{report['latency_ms']:.4g} ms" + (
         f" (p20 {report['latency_p20_ms']:.4g}, p80 {report['latency_p80_ms']:.4g})"
         if "latency_p20_ms" in report else "") + (
-        f"; the fastest of {retimed} re-timed side by side" if retimed > 1 else ""))
+        f"; the fastest of {retimed} re-timed side by side" if retimed > 1 else "")))
     if report.get("gflops") is not None:
-        table.add_row("GFLOP/s", f"{report['gflops']:.1f}")
+        rows.append(("GFLOP/s", f"{report['gflops']:.1f}"))
     if report.get("gbs") is not None:
-        table.add_row("GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)")
+        rows.append(("GB/s", f"{report['gbs']:.1f} (the operands' least traffic over the median)"))
     if report.get("roofline_fraction") is not None:
-        table.add_row("of roofline", _roofline_row(report))
+        rows.append(("of roofline", _roofline_row(report)))
     elif report.get("peak_fraction") is not None:
-        table.add_row("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
-                                f"({_peak_how(report)})")
-    table.add_row("trials", str(report["trials"]) + (
+        rows.append(("of peak", f"{100 * report['peak_fraction']:.0f}% of {report['peak_gflops']:.0f} GFLOP/s "
+                                f"({_peak_how(report)})"))
+    rows.append(("trials", str(report["trials"]) + (
         f" ({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}; stopped: {report['stopped']})"
-        if "statuses" in report else ""))
+        if "statuses" in report else "")))
     if "tuning" in report:
-        table.add_row("tuning", f"{report['tuning']} (its trials: warpmap tunings show {report['tuning']})")
+        rows.append(("tuning", f"{report['tuning']} (its trials: warpmap tunings show {report['tuning']})"))
     if "tuned_at" in report:
         when = datetime.fromisoformat(report["tuned_at"]).strftime("%Y-%m-%d %H:%M UTC")
-        table.add_row("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again")
-    console = Console(markup=False)  # the values are data: "[...]" in one is printed as it is
-    with console.capture() as captured:  # printed by Python: a closed pipe is main's exit 141, not rich's exit 1
-        console.print(table)
-    print(captured.get(), end="")
+        rows.append(("tuned", f"{when}, served {report['hits']} time(s) from the cache; --force tunes again"))
+    print_table(("field", "value"), rows, title=f"{report['target']}: {report['cache']}")
