@@ -240,14 +240,8 @@ def _slice_run(spec: Conv2dSpec, x: Buffer, at: PanelSlice, kk: Expr, c: Expr, r
     h = let("h", row * sh - ph + r * dh)
     h_inside = let("h_inside", logical_and(h >= 0, h < spec.h))
     w0 = let("w0", column * sw - pw + s * dw)
-    begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
-    end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
-    for lane in range_(begin, name="l", simd=True):
-        at.bw[at.slot, at.qq, kk, lo + lane] = 0.0
-    for lane in range_(end - begin, name="l", simd=True):
-        at.bw[at.slot, at.qq, kk, lo + begin + lane] = x[at.batch, c, h * spec.w + w0 + (begin + lane) * sw]
-    for lane in range_(count - end, name="l", simd=True):
-        at.bw[at.slot, at.qq, kk, lo + end + lane] = 0.0
+    _tap_run(spec, x, at.batch, c, h, h_inside, w0, count,
+             lambda lane, value: at.bw.__setitem__((at.slot, at.qq, kk, lo + lane), value))
 
 
 def _pack_gathered(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
@@ -291,12 +285,7 @@ def _pack_runs(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr,
 
 def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, c: Expr, row: Expr, lo: Expr,
               count: Expr, column: Expr) -> None:
-    """Every tap of channel ``c`` for the ``count`` pixels of output row ``row`` from ``column`` on.
-
-    Per tap the run splits into lanes left of the image (zero), inside it (copied: an unconditional
-    load, which the compiler vectorises as a plain contiguous load for stride 1; a conditional one
-    becomes a masked gather) and right of it (zero).
-    """
+    """Every tap of channel ``c`` for the ``count`` pixels of output row ``row`` from ``column`` on."""
     (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     for r in range_(spec.r, name="r"):
         h = let("h", row * sh - ph + r * dh)
@@ -304,16 +293,30 @@ def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, 
         for s in range_(spec.s, name="s"):
             kk = let("kk", (c * spec.r + r) * spec.s + s)
             w0 = let("w0", column * sw - pw + s * dw)
-            # Lanes l with 0 <= w0 + l*sw < w: from ceil(-w0 / sw) to ceil((w - w0) / sw); C division
-            # truncates, so numerators are kept non-negative or the bound is clamped to [begin, count].
-            begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
-            end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
-            for lane in range_(begin, name="l", simd=True):
-                bp[image, tile, kk, lo + lane] = 0.0
-            for lane in range_(end - begin, name="l", simd=True):
-                bp[image, tile, kk, lo + begin + lane] = x[image, c, h * spec.w + w0 + (begin + lane) * sw]
-            for lane in range_(count - end, name="l", simd=True):
-                bp[image, tile, kk, lo + end + lane] = 0.0
+            _tap_run(spec, x, image, c, h, h_inside, w0, count,
+                     lambda lane, value, kk=kk: bp.__setitem__((image, tile, kk, lo + lane), value))
+
+
+def _tap_run(spec: Conv2dSpec, x: Buffer, image: Expr, c: Expr, h: Expr, h_inside: Expr, w0: Expr, count: Expr,
+             put: Callable[[Expr, Expr | float], None]) -> None:
+    """One tap of ``count`` pixels of one output row: lane ``l`` reads x's row ``h``, column ``w0 + l*sw``
+    of channel ``c``, and ``put(l, value)`` stores it.
+
+    The run splits into lanes left of the image (zero), inside it (copied: an unconditional load, which
+    the compiler vectorises as a plain contiguous load for stride 1; a conditional one becomes a masked
+    gather) and right of it (zero).
+    """
+    sw = spec.stride[1]
+    # Lanes l with 0 <= w0 + l*sw < w: from ceil(-w0 / sw) to ceil((w - w0) / sw); C division truncates,
+    # so numerators are kept non-negative or the bound is clamped to [begin, count].
+    begin = let("begin", select(h_inside, min_(count, max_(0, (sw - 1 - w0) // sw)), count))
+    end = let("end", max_(begin, min_(count, (spec.w - w0 + sw - 1) // sw)))
+    for lane in range_(begin, name="l", simd=True):
+        put(lane, 0.0)
+    for lane in range_(end - begin, name="l", simd=True):
+        put(begin + lane, x[image, c, h * spec.w + w0 + (begin + lane) * sw])
+    for lane in range_(count - end, name="l", simd=True):
+        put(end + lane, 0.0)
 
 
 def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) -> Kernel:
