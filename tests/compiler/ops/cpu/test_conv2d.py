@@ -54,6 +54,17 @@ def test_the_default_schedule_on_a_resnet_shaped_layer(run_on_cpu, assert_matche
     _check(run_on_cpu, assert_matches, spec, conv2d.default_schedule(spec, HOST))
 
 
+def _check_packing_inside(run_on_cpu, assert_matches, spec: Conv2dSpec, schedule: conv2d.ConvSchedule,
+                          bindings: tuple[str, ...]) -> None:
+    """Two launches, the weight's packing then the GEMM's, whose scratch (``bindings[2]``) has a slot per
+    thread; and the right result."""
+    program = conv2d.build(spec, schedule)
+    assert [launch.kernel.name for launch in program.launches] == ["conv2d_pack_weight", "conv2d_gemm"]
+    assert program.launches[1].bindings == bindings
+    assert [(w.name, w.per_worker) for w in program.workspaces] == [("wp", False), (bindings[2], True)]
+    _check(run_on_cpu, assert_matches, spec, schedule)
+
+
 @pytest.mark.parametrize("mode", ["runs", "gather"])
 def test_nchw_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matches, mode: str) -> None:
     """Two launches (the weight's packing, then the GEMM that packs each slice of patches itself into a
@@ -63,11 +74,7 @@ def test_nchw_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matche
     inside = [s for s in conv2d.space(spec, HOST, 1).candidates() if s.patches_inside and s.pack_mode == mode]
     assert inside and any(s.kc < spec.c * spec.r * spec.s for s in inside)
     for schedule in inside:
-        program = conv2d.build(spec, schedule)
-        assert [launch.kernel.name for launch in program.launches] == ["conv2d_pack_weight", "conv2d_gemm"]
-        assert program.launches[1].bindings == ("wp", "x", "bw", "y")
-        assert [(w.name, w.per_worker) for w in program.workspaces] == [("wp", False), ("bw", True)]
-        _check(run_on_cpu, assert_matches, spec, schedule)
+        _check_packing_inside(run_on_cpu, assert_matches, spec, schedule, ("wp", "x", "bw", "y"))
 
 
 @pytest.mark.parametrize("fields", [
@@ -86,11 +93,7 @@ def test_nhwc_patches_packed_inside_the_compute_launch(run_on_cpu, assert_matche
     # N split in two somewhere: both blocks of a grid row pack the same rows of patches.
     assert any(conv2d.build(spec, s).launches[1].kernel.grid[0] == 2 for s in inside)
     for schedule in inside:
-        program = conv2d.build(spec, schedule)
-        assert [launch.kernel.name for launch in program.launches] == ["conv2d_pack_weight", "conv2d_gemm"]
-        assert program.launches[1].bindings == ("x", "wp", "aw", "y")
-        assert [(w.name, w.per_worker) for w in program.workspaces] == [("wp", False), ("aw", True)]
-        _check(run_on_cpu, assert_matches, spec, schedule)
+        _check_packing_inside(run_on_cpu, assert_matches, spec, schedule, ("x", "wp", "aw", "y"))
 
 
 def test_orientation_and_output_strides() -> None:
