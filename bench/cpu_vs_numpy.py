@@ -26,12 +26,16 @@ contender's repetitions its threads stay as warm as that library leaves them. OM
 to the environment: with PASSIVE our second thread woke too late to help at 512^3 on a loaded machine
 (207 GFLOP/s, one core's worth, against 346 with libgomp's default, December 2026).
 
+- ``packing``: where the default schedule packs A and B (by launches of their own, B inside the
+  compute launch, or both: one launch), the rest of its tile kept, on small, tall, wide and batched
+  shapes, interleaved with numpy; each variant's speed against the default's choice.
 - ``conv2d``: ``bench/cpu_conv.py`` (ResNet-50 layers against torch and numpy im2col + matmul);
 - ``rowwise``: ``bench/cpu_rowwise.py`` (softmax 4096x1000 and reductions against numpy and torch).
   Both run in this process after the matmul section, with ``--rounds``; each prints its own table and
   protocol (their options: run the scripts themselves).
 
-Usage: ``python bench/cpu_vs_numpy.py [--only matmul,conv2d,rowwise] [--rounds 5] [--sweep 12] [--shapes 1024,bert]``
+Usage: ``python bench/cpu_vs_numpy.py [--only matmul,packing,conv2d,rowwise] [--rounds 5] [--sweep 12]
+[--shapes 1024,bert]``
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ os.environ.pop("OPENBLAS_L2_SIZE", None)
 os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
+import dataclasses
 import datetime
 import importlib
 import random
@@ -227,8 +232,8 @@ def _program_checked(spec: MatmulSpec, program: Program, ctx: Context, a: np.nda
     buffers |= {w.name: np.empty(w.shape, np.float32) for w in program.workspaces}
     call = program_call(program, buffers, ctx.config)
     call()
-    expected = a.reshape(spec.m, spec.k).astype(np.float64) @ b.reshape(spec.k, spec.n)
-    error = np.linalg.norm(buffers["c"].reshape(spec.m, spec.n) - expected) / np.linalg.norm(expected)
+    expected = np.matmul(a.astype(np.float64), b)  # row-major operands, (batch, m, k) @ (batch, k, n)
+    error = np.linalg.norm(buffers["c"] - expected) / np.linalg.norm(expected)
     if not error < 1e-5:
         raise RuntimeError(f"{program.name}: relative error {error:.3g} at {spec}")
     return call
@@ -279,6 +284,42 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
     return rows
 
 
+#: ``packing``'s shapes (batch, m, n, k): small single products whose grid is one column of one or two
+#: blocks, taller ones, one row of several blocks, and batched ones.
+PACKING_SHAPES = ((1, 64, 64, 64), (1, 128, 128, 128), (1, 256, 64, 128), (1, 256, 256, 256), (1, 512, 64, 512),
+                  (1, 1024, 128, 256), (1, 4096, 64, 1024), (1, 4096, 256, 1024), (1, 128, 768, 768),
+                  (8, 96, 96, 96), (12, 128, 128, 64))
+#: The packing variants of one tile: (pack_b_inside, pack_a_inside).
+PACKINGS = {"A, B by launches": (False, False), "B inside": (True, False), "A and B inside": (True, True)}
+
+
+def section_packing(ctx: Context, shapes: list[str]) -> list[list[str]]:
+    """Where the default schedule's operands are packed: by launches of their own, B inside the compute
+    launch, or both (one launch), the rest of the tile as the default has it; interleaved with numpy."""
+    rows = []
+    for batch, m, n, k in PACKING_SHAPES:
+        spec = MatmulSpec(m=m, n=n, k=k, batch=batch)
+        rng = np.random.default_rng(0)
+        a = rng.uniform(-1, 1, spec.a_shape).astype(np.float32)
+        b = rng.uniform(-1, 1, spec.b_shape).astype(np.float32)
+        default = matmul.default_schedule(spec, ctx.device)
+        tiles = {name: dataclasses.replace(default, pack_b_inside=inside_b, pack_a_inside=inside_a)
+                 for name, (inside_b, inside_a) in PACKINGS.items()}
+        calls: dict[str, Call] = {name: _matmul_call(spec, tile, ctx, a, b) for name, tile in tiles.items()}
+        calls["numpy"] = lambda a=a, b=b: np.matmul(a, b)
+        samples = _timed(calls, ctx.rounds, ctx.protocol, ctx.clock)
+        flops = 2 * batch * m * n * k
+        rates = {name: _rates(flops, samples[name]) for name in calls}
+        grid = f"{batch} x {-(-m // default.mc)} x {-(-n // default.nc)}"
+        chosen = next(name for name, tile in tiles.items() if tile == default)
+        shape = f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}"
+        for name, (median, p20, p80) in rates.items():
+            rows.append([shape, grid, name + (" (default)" if name == chosen else ""),
+                         f"{median:.1f} [{p20:.0f}, {p80:.0f}]", f"{median / rates[chosen][0]:.2f}x"])
+        print(f"  done {shape}", file=sys.stderr, flush=True)
+    return rows
+
+
 def _tile_text(tile: GemmTile) -> str:
     v = schedule_values(tile)
     return (f"{v['mr']}x{v['nr']} mc{v['mc']} kc{v['kc']} nc{v['nc']} u{v['k_unroll']}"
@@ -286,11 +327,14 @@ def _tile_text(tile: GemmTile) -> str:
             + (" A-in-block" if v.get("pack_a_inside") else ""))
 
 
-SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul}
+SECTIONS: dict[str, Callable[[Context, list[str]], list[list[str]]]] = {"matmul": section_matmul,
+                                                                       "packing": section_packing}
 #: Sections that are scripts of their own beside this one (section -> module in bench/).
 SCRIPTS = {"conv2d": "cpu_conv", "rowwise": "cpu_rowwise"}
 HEADERS = {"matmul": ["shape m x n x k", "who", "GFLOP/s median [p20, p80]", "vs numpy", "of meas.", "of est.",
-                       "schedule"]}
+                       "schedule"],
+           "packing": ["shape [batch x] m x n x k", "grid (batch x rows x columns)", "packing",
+                       "GFLOP/s median [p20, p80]", "vs the default"]}
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:

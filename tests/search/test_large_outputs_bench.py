@@ -20,7 +20,7 @@ def bench(load_bench):
 
 @pytest.mark.parametrize("inside", [False, True])
 def test_a_product_runs_and_is_checked(bench, capsys: pytest.CaptureFixture[str], inside: bool) -> None:
-    argv = ["--scratch", "256", "--samples", "5", "--run", "150", "--k", "7", "--rows", "5"]
+    argv = ["--scratch", "256", "--samples", "5", "--run", "400", "--k", "7", "--rows", "5"]
     assert bench.main(argv + (["--inside"] if inside else [])) == 0
     table, run = capsys.readouterr().out.strip().splitlines()
     assert table.startswith("256³: operands 1 MiB, largest in-launch scratch of 5 sampled schedules")
@@ -29,8 +29,8 @@ def test_a_product_runs_and_is_checked(bench, capsys: pytest.CaptureFixture[str]
     assert found is not None, table
     declared, threads, allocated = map(int, found.groups())
     assert threads == CpuConfig.default().workers and 0 < allocated <= threads and declared > 0
-    assert run.startswith("150x150x7 (22,500 outputs)") and "6 rows checked" in run
-    assert ("pack_b_inside=True" in run) == inside
+    assert run.startswith("400x400x7 (160,000 outputs)") and "6 rows checked" in run
+    assert ("pack_b_inside=True" in run) == inside  # a 400-row default packs B by a launch of its own
 
 
 def test_a_wrong_product_exits_1(bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

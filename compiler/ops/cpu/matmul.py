@@ -142,8 +142,9 @@ def space(spec: MatmulSpec, device: CpuDevice, level: int = 1) -> Space[CpuMatmu
 def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
     """A good tile without tuning: two vectors of NR (8 rows with 32 registers, 6 with 16), KC 512
     (KC below 256 costs 20-30%), the MC and NC near 192 and 256 that share the blocks most evenly
-    among the cores (the OpenMP grid is split into equal runs of blocks), and B packed inside the
-    compute launch when M fits one block."""
+    among the cores (the OpenMP grid is split into equal runs of blocks), B packed inside the compute
+    launch when M fits one block, and A too (one launch) when a single product's grid is one column of
+    at most two blocks."""
     _check_spec(spec)
     nr = 2 * device.f32_lanes if spec.n > device.f32_lanes else device.f32_lanes  # no all-padding vector
     mr = 8 if vector_registers(device) >= 32 else 6
@@ -164,10 +165,16 @@ def default_schedule(spec: MatmulSpec, device: CpuDevice) -> CpuMatmulSchedule:
             if best is None or key < best:
                 best = key
     assert best is not None
+    rows, columns = ceil(spec.m / best[2]), ceil(spec.n / best[3])
     # One block row (small M, BERT's 128): each B slice is packed once, in the block that uses it.
     # Several: a packing launch of its own, so no slice is packed again by every block row.
-    inside = ceil(spec.m / best[2]) == 1
-    return CpuMatmulSchedule(mr=mr, nr=nr, mc=best[2], kc=kc, nc=best[3], pack_b_inside=inside)
+    # A small single product whose grid is one column of at most two blocks runs as one launch, both
+    # operands packed inside (A once, B at most twice): there the launches and A's trip through memory
+    # cost more than the packing (128^3 1.2-1.8x, 256x64x128 1.2-1.3x; from four rows up, or batched,
+    # it measured 0.85-1.16x: README, "Measured").
+    one_launch = spec.batch == 1 and columns == 1 and rows <= 2
+    return CpuMatmulSchedule(mr=mr, nr=nr, mc=best[2], kc=kc, nc=best[3], pack_b_inside=rows == 1 or one_launch,
+                             pack_a_inside=one_launch)
 
 
 def imbalance(spec: MatmulSpec, mc: int, nc: int, cores: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.cpu_device import detect_cpu
+from compiler.cpu_device import CacheLevel, CpuDevice, detect_cpu
 from compiler.ops.cpu import matmul
 from compiler.ops.cpu.gemm import GemmTile
 from compiler.ops.matmul_spec import MatmulSpec, matmul_inputs, matmul_outputs, matmul_reference
@@ -56,6 +56,24 @@ def test_the_default_and_an_unprefetched_tile_at_a_larger_shape(run_on_cpu, asse
         dynamic = matmul.CpuMatmulSchedule(mr=6, nr=2 * LANES, mc=48, kc=128, nc=4 * LANES, dynamic=True,
                                            pack_b_inside=inside)
         _check(run_on_cpu, assert_matches, spec, dynamic, seed=5)
+
+
+@pytest.mark.parametrize(("m", "n", "batch", "launches"), [
+    (128, 128, 1, 1),   # one column of two blocks: one launch, A and B packed inside
+    (256, 64, 1, 1),
+    (4096, 64, 1, 3),   # a tall column: A and B packed by launches of their own
+    (128, 3072, 1, 2),  # one row of several blocks: B inside, A by its own launch
+    (96, 96, 8, 2),     # batched: A's own launch
+])
+def test_the_default_packs_inside_where_the_grid_is_small(run_on_cpu, assert_matches, m: int, n: int, batch: int,
+                                                         launches: int) -> None:
+    device = CpuDevice("x", "GenuineIntel", "x86_64", ("avx512f", "avx2", "fma"), 16, 2, 1,
+                       (CacheLevel(1, "Data", 48 << 10, 64, 1), CacheLevel(2, "Unified", 2 << 20, 64, 1)), 2.1, "t", 2)
+    spec = MatmulSpec(m=m, n=n, k=96, batch=batch)
+    default = matmul.default_schedule(spec, device)
+    assert len(matmul.build(spec, default).launches) == launches
+    assert matmul.space(spec, device, 2).violation(default) is None
+    _check(run_on_cpu, assert_matches, spec, default, seed=6)  # 32-wide tiles run on any host
 
 
 def test_a_wrong_kernel_is_seen(run_on_cpu, assert_matches) -> None:
