@@ -61,6 +61,7 @@ from compiler.ops.cpu.conv_pack import (
     MAX_I32,
     PACK_MODES,
     ConvGemm,
+    is_flat,
     nchw_patch_packer,
     nhwc_patch_packer,
     pack_nchw_patches_kernel,
@@ -256,8 +257,7 @@ def sized_schedule(spec: Conv2dSpec, device: CpuDevice, mr: int, nr: int, pack_m
     if pack_mode is None and spec.layout == "NHWC":
         pack_mode = "channels"
     elif pack_mode is None:
-        flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
-        pack_mode = "runs" if flat or 2 * spec.q >= nr else "gather"
+        pack_mode = "runs" if is_flat(spec) or 2 * spec.q >= nr else "gather"
     return ConvSchedule(mr=mr, nr=nr, kc=kc, m_blocks=m_blocks, n_blocks=n_blocks, k_unroll=4, pack_panels=4,
                         pack_mode=pack_mode)
 
@@ -273,13 +273,14 @@ def default_schedule(spec: Conv2dSpec, device: CpuDevice) -> ConvSchedule:
     lanes = device.f32_lanes
     mr = 8 if vector_registers(device) >= 32 else 6
     schedule = sized_schedule(spec, device, mr, 2 * lanes)
-    # NHWC: the compute launch packs the patches where a row of its grid is one block, so no block packs
-    # rows another packs too (measured 1.02-1.21x on the ResNet layers blocked so, mixed where N is split;
-    # README, "Measured"). NCHW keeps the patches' own launch: inside measured within a few percent either
-    # way, with no rule that held from run to run; the tuner chooses.
-    if spec.layout == "NHWC" and schedule.n_blocks == 1:
-        return dataclasses.replace(schedule, patches_inside=True)
-    return schedule
+    # The compute launch packs the patches where no block packs what another packs too: NHWC's (A) where a
+    # row of the grid is one block (measured 1.02-1.21x on the ResNet layers blocked so, mixed where N is
+    # split), NCHW's (B) where a column is, on a flat layer, whose patches are the image itself (1.06-1.20x
+    # on the 1x1 layer). NCHW 3x3 layers measured within a few percent either way with no rule that held
+    # from run to run: the tuner chooses (README, "Measured").
+    nhwc = spec.layout == "NHWC" and schedule.n_blocks == 1
+    nchw = spec.layout == "NCHW" and schedule.m_blocks == 1 and is_flat(spec)
+    return dataclasses.replace(schedule, patches_inside=True) if nhwc or nchw else schedule
 
 
 def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:

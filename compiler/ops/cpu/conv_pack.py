@@ -95,6 +95,11 @@ class ConvGemm:
         return (spec.k * pixels, pixels) if self.image_is_b else (spec.n * pixels * spec.k, spec.k)
 
 
+def is_flat(spec: Conv2dSpec) -> bool:
+    """A 1x1 filter at stride 1 without padding: the patches are the image itself (im2col is the identity)."""
+    return (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+
+
 def _offset(value: Expr | int, elements: int) -> Expr:
     """``value`` in the integer type a flat offset into a tensor of ``elements`` needs (i64 past 2^31 - 1),
     so offsets computed by hand cannot wrap where the buffer's own indexing would not."""
@@ -213,7 +218,7 @@ def _slice_runs(spec: Conv2dSpec, x: Buffer, nr: int, at: PanelSlice) -> None:
     """As ``_pack_runs``, over the slice's taps: per run of the panel (pixels of one output row), every tap
     of the slice reads x along one input row."""
     pixels = spec.p * spec.q
-    flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+    flat = is_flat(spec)
     run = pixels if flat else spec.q
     runs = 1 if flat else min(spec.p, (nr - 2) // spec.q + 2)
     for segment in range_(runs, name="seg"):
@@ -260,7 +265,7 @@ def _pack_gathered(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: E
 
 def _pack_runs(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, nr: int) -> None:
     pixels = spec.p * spec.q
-    flat = (spec.r, spec.s, spec.stride, spec.padding) == (1, 1, (1, 1), (0, 0))
+    flat = is_flat(spec)
     run = pixels if flat else spec.q
     runs = 1 if flat else min(spec.p, (nr - 2) // spec.q + 2)
     first = let("first", tile * nr)

@@ -154,10 +154,10 @@ def test_the_default_is_a_level2_schedule(layout: str, fields: dict[str, object]
 
 
 @pytest.mark.parametrize("device", ["avx512-l1d32", "avx2-l1d48"])
-def test_the_nhwc_default_packs_patches_inside_where_no_block_packs_another_s_rows(device: str) -> None:
-    """Images large enough to split M over every core leave each grid row one block: the compute launch
-    packs the patches. A 14x14 image splits N too (blocks of one row would pack the same patches), and
-    NCHW keeps the patches' own launch."""
+def test_the_default_packs_patches_inside_where_no_block_packs_another_s(device: str) -> None:
+    """NHWC images large enough to split M over every core leave each grid row one block: the compute
+    launch packs the patches. A 14x14 image splits N too (blocks of one row would pack the same patches),
+    and NCHW 3x3 layers keep the patches' own launch."""
     target = PINNED[device]
     large = Conv2dSpec(n=1, c=64, h=56, w=56, k=64, r=3, s=3, padding=(1, 1), layout="NHWC")
     small = Conv2dSpec(n=1, c=256, h=14, w=14, k=256, r=3, s=3, padding=(1, 1), layout="NHWC")
@@ -168,6 +168,11 @@ def test_the_nhwc_default_packs_patches_inside_where_no_block_packs_another_s_ro
     split = conv2d.default_schedule(small, target)
     assert not split.patches_inside and split.n_blocks > 1
     assert not conv2d.default_schedule(large.model_copy(update={"layout": "NCHW"}), target).patches_inside
+    # NCHW's patches of a 1x1 layer are the image itself: packed inside where M (the weight's rows) is one block.
+    flat = Conv2dSpec(n=1, c=64, h=56, w=56, k=256, r=1, s=1)
+    default = conv2d.default_schedule(flat, target)
+    assert default.patches_inside == (default.m_blocks == 1)
+    assert conv2d.default_schedule(flat, PINNED["avx512-l1d32"]).patches_inside
 
 
 @pytest.mark.parametrize("l2_kib", [512, 1024])
