@@ -1,7 +1,8 @@
 """Random specs of every operator, a sample of each one's level-2 space, checked on a target.
 
 Draws specs with awkward shapes (every dtype, layout, stride, padding and axis the specs allow), samples
-``--samples`` schedules from each level-2 space and checks them as ``warpmap check`` does, until
+``--samples`` schedules from each level-2 space, adds the template's default schedule, and checks them
+as ``warpmap check`` does, until
 ``--minutes`` pass. ``--target emu`` (the default) checks the CUDA templates on the emulator, built
 for an H200; ``--target cpu`` the host's templates on this machine's cores, float32 only (the cpu
 refuses 16-bit inputs), with sizes up to a few hundred so that blocking, packing and edge tiles all
@@ -103,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             continue  # e.g. a filter larger than the padded image
         operator = get_operator(data["op"])
-        schedules = operator.space(spec, device, 2).sample(opts.samples, rnd.randrange(1 << 30))
+        space = operator.space(spec, device, 2)
+        schedules = space.sample(opts.samples, rnd.randrange(1 << 30))
+        # The default too: what an untuned call and every search's first trial run.
+        default = space.default_values()
+        if default is not None and space.schedule(default) not in schedules:
+            schedules = (space.schedule(default), *schedules)
         seed = rnd.randrange(1000)
         specs += 1
         for result in check_schedules(operator, spec, schedules, target=target, seed=seed):
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
     rows = [[op, status, count] for (op, status), count in sorted(outcomes.items())]
     print(f"{specs} random specs on {opts.target} in {opts.minutes:g} min (seed {opts.seed}), "
-          f"{opts.samples} level-2 schedules each")
+          f"{opts.samples} level-2 schedules each and the default")
     print(format_table(["operator", "outcome", "schedules"], rows))
     return 1 if failures else 0
 

@@ -60,3 +60,22 @@ def test_a_failure_is_reported_with_its_command(bench, monkeypatch: pytest.Monke
     command = next(line for line in out.splitlines() if "warpmap check --target cpu" in line)
     data = json.loads(command.split("--spec '")[1].split("'")[0])
     assert parse_spec(data) and fail
+
+
+def test_each_spec_checks_its_default_schedule_too(bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an untuned call and every search's first trial run is fuzzed with the samples."""
+    if (reason := get_target("cpu").unavailable_reason()) is not None:
+        pytest.skip(reason)
+    seen = []
+
+    def record(operator, spec, schedules, **kwargs):
+        seen.append((operator, spec, tuple(schedules)))
+        return []
+
+    monkeypatch.setattr(bench, "check_schedules", record)
+    assert bench.main(["--target", "cpu", "--minutes", "0.01", "--samples", "1"]) == 0
+    assert seen
+    device = get_target("cpu").device()
+    for operator, spec, schedules in seen:
+        space = operator.space(spec, device, 2)
+        assert space.schedule(space.default_values()) == schedules[0] and len(schedules) <= 2
