@@ -23,6 +23,7 @@ out before anything is compiled. The search engine only sees this generic shape.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -30,7 +31,7 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -460,3 +461,13 @@ def schedule_values(schedule: object) -> dict[str, Any]:
     if not is_dataclass(schedule) or isinstance(schedule, type):
         raise TypeError(f"a schedule is a dataclass instance, got {type(schedule).__name__}")
     return {f.name: getattr(schedule, f.name) for f in fields(schedule)}
+
+
+def with_preferred_default(space: Space[S], preferred: Iterable[Mapping[str, Any]]) -> Space[S]:
+    """``space`` whose default is the first of ``preferred`` (a template's usual schedules, best first:
+    its big tiles before the small ones a small problem or a small device leaves) that is valid in it;
+    ``space`` unchanged where none is (a level whose choices hold none of them)."""
+    for values in preferred:
+        if space.is_valid(values):
+            return dataclasses.replace(space, default=dict(values))
+    return space

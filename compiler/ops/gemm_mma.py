@@ -63,7 +63,7 @@ from compiler.ir.lang import KernelBuilder
 from compiler.ir.types import DataType, bf16, f16
 from compiler.mapping import auto_map
 from compiler.ops.smem_layout import TileLayout
-from compiler.space import Constraint, EmptySpaceError, Param, Space
+from compiler.space import Constraint, EmptySpaceError, Param, Space, with_preferred_default
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 #: Largest static shared memory; a bigger pipeline asks for dynamic shared memory at launch.
@@ -332,10 +332,21 @@ def mma_space(template: str, device: DeviceSpec, level: int, a_k_contiguous: boo
         Constraint("shared memory <= device limit",
                    lambda s: sum(o.nbytes for o in operands(s, *layouts)) <= shared_limit),
     )
-    return Space(
+    space = Space(
         template=template,
         params=(Param("block_m", blocks), Param("block_n", blocks), Param("block_k", block_ks),
                 Param("warp_m", warps), Param("warp_n", warps), Param("stages", stages)),
         make=lambda p: MmaSchedule(**p),
         constraints=constraints + extra,
     )
+    return with_preferred_default(space, PREFERRED)
+
+
+#: The default's candidates (``with_preferred_default``), largest first: the usual Ampere tile (128 x 128
+#: blocks of four 64 x 64 warp tiles, block_k 32, a 3-stage cp.async pipeline), then halved tiles for
+#: problems, specs (the caller's grid limits) and devices it does not fit, and fewer stages.
+PREFERRED: tuple[dict[str, int], ...] = tuple(
+    {"block_m": bm, "block_n": bn, "block_k": 32, "warp_m": wm, "warp_n": wn, "stages": stages}
+    for bm, bn, wm, wn in ((128, 128, 64, 64), (128, 64, 64, 32), (64, 128, 32, 64), (64, 64, 32, 32),
+                           (64, 32, 32, 16), (32, 64, 16, 32), (32, 32, 16, 16))
+    for stages in (3, 2))

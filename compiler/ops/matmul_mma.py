@@ -36,7 +36,7 @@ from compiler.ops.gemm_mma import (
 )
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.program import Program
-from compiler.space import ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, ScheduleDoesNotFitError, Space
 
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
 
@@ -132,4 +132,9 @@ def space(spec: MatmulSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     """Schedules for ``spec`` on ``device`` (see :func:`compiler.ops.gemm_mma.mma_space`)."""
     if spec.dtype not in DTYPES:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
-    return mma_space("matmul_mma", device, level, spec.layout_a == "row", spec.layout_b == "col")
+    # A block tile past twice the padded problem is mostly padding: an 8 x 8 product keeps the 64-wide
+    # tiles (the smallest of level 1), a 512^3 one every tile.
+    limit_m, limit_n = (max(2 * 16 * -(-extent // 16), 64) for extent in (spec.m, spec.n))
+    narrow = Constraint(f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
+                        lambda s: s.block_m <= limit_m and s.block_n <= limit_n)
+    return mma_space("matmul_mma", device, level, spec.layout_a == "row", spec.layout_b == "col", extra=(narrow,))

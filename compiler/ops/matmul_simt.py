@@ -27,7 +27,7 @@ from compiler.ir import blockIdx, f32, if_, kernel, logical_and, lower, threadId
 from compiler.ops.gemm_simt import SimtTile, StridedOperand, simt_gemm, vector_aligned
 from compiler.ops.matmul_spec import MatmulSpec
 from compiler.program import Program
-from compiler.space import Constraint, Param, Space
+from compiler.space import Constraint, Param, Space, with_preferred_default
 
 #: Block tiles may exceed the problem (rounded up to this) by at most 2x ...
 PAD = 16
@@ -143,7 +143,30 @@ def level_space(template: str, level: int,
     if level not in LEVELS:
         raise ValueError(f"no {template} space at level {level}; levels: {sorted(LEVELS)}")
     params = tuple(Param(name, choices) for name, choices in LEVELS[level].items())
-    return Space(template, params, lambda values: SimtSchedule(**values), rules(1 in LEVELS[level]["vector"]))
+    space = Space(template, params, lambda values: SimtSchedule(**values), rules(1 in LEVELS[level]["vector"]))
+    return with_preferred_default(space, PREFERRED)
+
+
+def _preferred() -> tuple[dict[str, int], ...]:
+    """The default's candidates, largest block tile first: Hidet's default SIMT matmul (8 warps as 4 x 2,
+    each repeating a 4 x 8-lane tile of 4 x 4 outputs per thread twice each way: 128 x 128, block_k 8),
+    then halved tiles for problems and devices it does not fit; each with 4-wide loads, then scalar."""
+    shapes = (  # (warps_m, warps_n, repeat_m, repeat_n, lanes_m, thread_m, thread_n): block_m x block_n
+        (4, 2, 2, 2, 4, 4, 4),  # 128 x 128, 256 threads
+        (2, 2, 2, 2, 4, 4, 4),  # 64 x 128
+        (2, 2, 2, 1, 4, 4, 4),  # 64 x 64
+        (2, 2, 1, 1, 4, 4, 4),  # 32 x 64
+        (1, 1, 2, 1, 4, 4, 4),  # 32 x 32, one warp
+        (1, 1, 1, 1, 4, 4, 4),  # 16 x 32
+        (1, 1, 1, 1, 4, 2, 2),  # 8 x 16
+    )
+    names = ("warps_m", "warps_n", "repeat_m", "repeat_n", "lanes_m", "thread_m", "thread_n")
+    return tuple({**dict(zip(names, shape, strict=True)), "block_k": 8, "vector": vector}
+                 for shape in shapes for vector in (4, 1))
+
+
+#: The default schedule's candidates (``with_preferred_default``): the first valid one is the default.
+PREFERRED = _preferred()
 
 
 def build(spec: MatmulSpec, schedule: SimtSchedule) -> Program:

@@ -24,7 +24,7 @@ spellings name one workload.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from math import prod
 from types import MappingProxyType
@@ -59,7 +59,7 @@ from compiler.ops.rowwise import GroupLayout, Tree, compensated_add, group_allre
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import LazyTemplate, Template, TemplatedOperator, Workload
 from compiler.program import Launch, Program, Workspace
-from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space, with_preferred_default
 
 #: Coordinates are 32-bit ints: the reduced extent and the number of outputs are at most 2**30, so
 #: each (with a step of slack past the end) fits. Offsets are 64-bit where the tensor needs it.
@@ -185,7 +185,28 @@ def reduce_space(spec: ReduceSpec, device: DeviceSpec, level: int) -> Space[Redu
                    lambda s: s.parts == 1 or s.parts * s.step <= spec.extent),
     )
     params = tuple(Param(name, values) for name, values in choices.items())
-    return Space("reduce", params, lambda p: ReduceSchedule(**p), constraints)
+    space = Space("reduce", params, lambda p: ReduceSchedule(**p), constraints)
+    return with_preferred_default(space, _preferred(spec, device.sm_count))
+
+
+def _preferred(spec: ReduceSpec, sms: int) -> Iterator[dict[str, object]]:
+    """The default's candidates, in blocks of 256 threads: along the last axis a warp per output (a
+    block's worth of threads on a long axis), the widest load, 4 loads a thread per step, shuffles; along
+    another axis 32 consecutive outputs a block (coalesced), 8 threads sharing each axis. Where the
+    outputs fill fewer blocks than the SMs, the axis is split among as many blocks as have a step each
+    (up to 64; a partial and a final pass)."""
+    if spec.inner == 1:
+        groups: tuple[tuple[int, int], ...] = ((256, 1), (32, 8)) if spec.extent >= 8192 else ((32, 8), (256, 1))
+        vectors: tuple[int, ...] = (4, 2, 1)
+    else:
+        groups, vectors = ((8, 32), (32, 8), (4, 32)), (1,)
+    for split, tile in groups:
+        few = -(-spec.outer * spec.inner // tile) < sms
+        for vector in vectors:
+            for items in (4, 1):
+                for parts in (64, 32, 16, 8, 4, 2, 1) if few else (1,):
+                    yield {"split": split, "tile": tile, "items": items, "vector": vector, "tree": "shuffle",
+                           "parts": parts}
 
 
 def _combine(kind: Kind) -> Any:

@@ -22,7 +22,7 @@ Rows and columns are numbered with 32-bit ints (at most ``MAX_ELEMENTS`` each); 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -57,7 +57,7 @@ from compiler.ops.rowwise import GroupLayout, compensated_add, group_allreduce, 
 from compiler.ops.spec import DTYPE_BYTES, DType, OpSpec, check_tensor_bytes
 from compiler.ops.templated import LazyTemplate, Template, TemplatedOperator, Workload
 from compiler.program import Program
-from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space
+from compiler.space import Constraint, Param, ScheduleDoesNotFitError, Space, with_preferred_default
 
 #: At most 2**30 rows and columns, so each coordinate (with a chunk of slack past the end) fits an int.
 MAX_ELEMENTS = 1 << 30
@@ -139,7 +139,20 @@ def softmax_space(spec: SoftmaxSpec, device: DeviceSpec, level: int) -> Space[So
         Constraint("unroll only applies to the stream path", lambda s: s.cache == "stream" or s.unroll == 1),
     )
     params = tuple(Param(name, values) for name, values in choices.items())
-    return Space("softmax", params, lambda p: SoftmaxSchedule(**p), constraints)
+    space = Space("softmax", params, lambda p: SoftmaxSchedule(**p), constraints)
+    return with_preferred_default(space, _preferred(spec.cols))
+
+
+def _preferred(cols: int) -> Iterator[dict[str, object]]:
+    """The default's candidates: the widest load, a row's threads each holding about 8 vectors (32 to
+    1024 threads a row), blocks of 256 threads where rows are short, the row kept in registers, else
+    streamed twice."""
+    for vector in (4, 2, 1):
+        per_row = min(1024, max(32, 1 << max(0, (-(-cols // (8 * vector)) - 1).bit_length())))
+        rows = min(16, max(1, 256 // per_row))
+        for cache in ("registers", "stream"):
+            yield {"threads_per_row": per_row, "rows_per_block": rows, "vector": vector, "cache": cache,
+                   "unroll": 1}
 
 
 def _online_merge(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> tuple[Expr, ...]:
