@@ -112,5 +112,7 @@ def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     limit_n = max(2 * PAD * _cdiv(spec.k, PAD), 64)
     narrow = Constraint(f"block_n <= {limit_n} (2x the padded output channels)",
                         lambda s: s.block_n <= limit_n)
+    limit_m = max(2 * PAD * _cdiv(spec.n * spec.p * spec.q, PAD), 64)
+    short = Constraint(f"block_m <= {limit_m} (2x the padded output pixels)", lambda s: s.block_m <= limit_m)
     a_k_contiguous = ImplicitGemm(spec).a_k_contiguous(a_chunk(spec, WIDEST))
-    return mma_space("conv2d_mma", device, level, a_k_contiguous, True, extra=(narrow,))
+    return mma_space("conv2d_mma", device, level, a_k_contiguous, True, extra=(narrow, short))

@@ -61,6 +61,11 @@ def test_the_tensor_core_matmul_space_is_narrowed_by_the_problem() -> None:
     assert len(big.valid_values()) == 693
     assert {v["block_m"] for v in tiny.valid_values()} == {v["block_n"] for v in tiny.valid_values()} == {32, 64}
     assert "block tile within 64 x 64 (2x the padded problem)" in [c.name for c in tiny.constraints]
+    # The implicit GEMM of a convolution too: a 5x5 image's 9 output pixels take no 128-row tile.
+    small = _space({"op": "conv2d", "n": 1, "c": 16, "h": 5, "w": 5, "k": 8, "r": 3, "s": 3, "dtype": "float16"},
+                   "h200")
+    assert {v["block_m"] for v in small.valid_values()} == {v["block_n"] for v in small.valid_values()} == {32, 64}
+    assert small.schedule(small.default_values()).block_m == 64
 
 
 AWKWARD: dict[str, dict[str, Any]] = {
