@@ -3,7 +3,8 @@
 f32 (the SIMT template) and f16 (tensor cores) at 1024^3, 4096^3 and the BERT-base shapes, each tuned
 with ``search.tune.tune`` on ``cuda`` under a short budget (``TRIALS`` trials or ``SECONDS`` seconds),
 then ``torch.matmul`` (cuBLAS) timed on the same inputs (drawn from the tuning's seed) with CUDA events:
-ours, cuBLAS, cuBLAS / ours (above 1: ours is faster), TFLOP/s and the fraction of the GPU's peak.
+ours, the template's default schedule (its median from the tuning's first trial, not re-timed), cuBLAS,
+cuBLAS / ours (above 1: ours is faster), TFLOP/s and the fraction of the GPU's peak.
 Then the best kernel is run from its cache record alone, as a client runs it (``compiler.backends.stored``:
 the CUBINs through the driver API), on fresh random inputs with the outputs poisoned, once on numpy arrays
 and once on torch CUDA tensors: the last column is the worst relative error against numpy's result, or
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
@@ -44,7 +45,7 @@ from search.measure import BuildRequest, Built, build_candidate, compile_workers
 from search.records import program_result, tuned_result
 from search.strategies import Budget, Outcome, search
 from search.trial import TrialStatus
-from search.tune import tune
+from search.tune import TuneResult, tune
 from search.verify import Oracle
 from service.cli.table import format_table
 
@@ -129,14 +130,21 @@ def stored_check(record: KernelResult, program: Program, operator: Operator, spe
     return f"ok ({worst:.1e})"
 
 
+def default_ms(result: TuneResult, default: Mapping[str, Any] | None) -> float | None:
+    """The template's default schedule's median from its trial (the first a tuning measures; not re-timed
+    with the best), or None where it failed or was not measured."""
+    return next((t.latency_ms for t in result.trials if default is not None and dict(t.values) == dict(default)
+                 and t.latency_ms is not None), None)
+
+
 def run(target: Target, device: DeviceSpec, script_start: float, selected: str | None = None) -> list[list[object]]:
     """Tune and time every workload on the GPU; one table row each."""
     rows: list[list[object]] = []
-    header = ["workload", "ours ms", "cuBLAS ms", "cuBLAS/ours", "TFLOP/s", "% peak", "trials", "seconds",
-              "from record"]
+    header = ["workload", "ours ms", "default ms", "cuBLAS ms", "cuBLAS/ours", "TFLOP/s", "% peak", "trials",
+              "seconds", "from record"]
     for label, spec_data in workloads(selected):
         if time.monotonic() - script_start > DEADLINE_S:
-            rows.append([label, "skipped: past the script's time budget", "", "", "", "", "", "", ""])
+            rows.append([label, "skipped: past the script's time budget", *[""] * (len(header) - 2)])
             continue
         start = time.monotonic()
         spec = parse_spec(spec_data)
@@ -151,11 +159,12 @@ def run(target: Target, device: DeviceSpec, script_start: float, selected: str |
                 stored = stored_check(tuned_result(result), result.artifact.program, get_operator("matmul"), spec)
             except Exception as exc:  # the stored path's failure is this cell, not the row
                 stored = f"failed: {type(exc).__name__}: {exc}"[:200]
-            rows.append([label, f"{ours:.4f}", f"{theirs:.4f}", f"{theirs / ours:.2f}", f"{tflops:.1f}",
-                         f"{100 * tflops / peak:.0f}" if peak else "n/a", len(result.trials),
-                         round(time.monotonic() - start, 1), stored])
+            default = default_ms(result, get_operator("matmul").space(spec, device, 2).default_values())
+            rows.append([label, f"{ours:.4f}", "-" if default is None else f"{default:.4f}", f"{theirs:.4f}",
+                         f"{theirs / ours:.2f}", f"{tflops:.1f}", f"{100 * tflops / peak:.0f}" if peak else "n/a",
+                         len(result.trials), round(time.monotonic() - start, 1), stored])
         except Exception as exc:  # one workload's failure is a row, not the end of the check
-            rows.append([label, f"failed: {type(exc).__name__}: {exc}"[:200], "", "", "", "", "", "", ""])
+            rows.append([label, f"failed: {type(exc).__name__}: {exc}"[:200], *[""] * (len(header) - 2)])
         print(format_table(header, rows[-1:]), flush=True)
     print()
     print(format_table(header, rows))

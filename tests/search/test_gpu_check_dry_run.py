@@ -83,3 +83,21 @@ def test_the_stored_check_compares_the_kernel_run_from_its_record_with_numpy(
     (call,) = seen
     assert call["target"] == "cuda" and call["binary"] == record.binary
     assert call["document"]["source"] == record.source and call["document"]["target"] == "cuda"
+
+
+def test_the_default_column_is_the_default_schedule_s_own_trial(gpu_tune) -> None:
+    from types import SimpleNamespace
+
+    from compiler.backends.timing import Protocol, Samples
+    from search.results import Trial
+    from search.trial import TrialStatus
+
+    protocol = Protocol(warmup_ms=1, min_repetitions=1, target_ms=1)
+    default = {"block_m": 128, "stages": 3}
+    trials = [Trial(0, {"block_m": 64, "stages": 3}, TrialStatus.OK, samples=Samples((1_000_000,), protocol)),
+              Trial(1, dict(default), TrialStatus.OK, samples=Samples((3_000_000, 2_000_000, 5_000_000), protocol))]
+    result = SimpleNamespace(trials=trials)
+    assert gpu_tune.default_ms(result, default) == 3.0
+    failed = SimpleNamespace(trials=[trials[0], Trial(1, dict(default), TrialStatus.LAUNCH_ERROR, "fault")])
+    assert gpu_tune.default_ms(failed, default) is None
+    assert gpu_tune.default_ms(result, None) is None
