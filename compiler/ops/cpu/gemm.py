@@ -240,28 +240,8 @@ def compute_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmT
     ``ap`` and ``bp`` are packed (see the module docstring) with ``batch`` entries, or one shared by
     every batch where ``a_batched`` / ``b_batched`` is false.
     """
-    mr, nr, kc_max = tile.mr, tile.nr, tile.kc
-    mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
-    with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static") as kb:
-        ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
-        bp = kb.tensor("bp", f32, packed_b_shape(batch if b_batched else 1, k, n, tile), const=True)
-        c = kb.tensor("c", f32, (c_size,))
-        b = blockIdx.z
-        ab, bb = (b if a_batched else 0), (b if b_batched else 0)
-        p0 = let("p0", blockIdx.y * (mc // mr))
-        q0 = let("q0", blockIdx.x * (nc // nr))
-        p_count = let("p_count", min_(panels_m - p0, mc // mr))
-        q_count = let("q_count", min_(panels_n - q0, nc // nr))
-        for k0 in range_(k, name="k0", step=kc_max):
-            kc = let("kc", min_(k - k0, kc_max))
-            for qq in range_(q_count, name="qq"):
-                for pp in range_(p_count, name="pp"):
-                    p, q = p0 + pp, q0 + qq
-                    _micro_kernel(c, tile, lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i],
-                                  lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j], row0=p * mr, col0=q * nr,
-                                  kc=kc, first=k0 == 0, m=m, n=n, batch_index=b, c_batch_stride=c_batch_stride,
-                                  c_row_stride=c_row_stride)
-    return lower(kb.kernel)
+    return compute_packing_kernel(name, batch=batch, m=m, n=n, k=k, tile=tile, c_batch_stride=c_batch_stride,
+                                  c_row_stride=c_row_stride, a_batched=a_batched, b_batched=b_batched)
 
 
 #: The most slots a packing compute launch's scratch declares, and so the most host threads it runs on.
@@ -316,8 +296,9 @@ def matrix_b_packer(layout: str, *, batch: int, k: int, n: int, nr: int) -> BPac
 def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, tile: GemmTile, c_batch_stride: int,
                            c_row_stride: int, a_packer: APacker | None = None, b_packer: BPacker | None = None,
                            a_batched: bool = True, b_batched: bool = True) -> Kernel:
-    """Lowered kernel: what ``compute_kernel`` computes, with A, B or both packed by each block itself
-    just before it uses them, into its thread's slot of a scratch workspace. Its parameters are A's
+    """Lowered kernel: what ``compute_kernel`` computes (which is this with no packer), with A, B or both
+    packed by each block itself just before it uses them, into its thread's slot of a scratch workspace.
+    Its parameters are A's
     (``ap``, packed as ``compute_kernel`` reads it, or the tensors ``a_packer`` declares), B's (``bp``, or
     ``b_packer``'s), then ``aw`` where A is packed inside (``packing_a_workspace_shape``: one MC x KC block
     a slot), ``bw`` where B is (``packing_b_workspace_shape``: one KC x NC slice a slot), and ``c``.
@@ -335,12 +316,11 @@ def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, til
     x 768 x 768 on one Zen 5 core), so for the matmul it pays only where it saves a launch; conv2d's NHWC
     patches, written ``r*s`` times the image to memory by a launch of their own, are another matter.
     """
-    if a_packer is None and b_packer is None:
-        raise ValueError(f"{name}: a packing compute launch packs A, B or both (else use compute_kernel)")
+    packing = a_packer is not None or b_packer is not None
     mr, nr, kc_max = tile.mr, tile.nr, tile.kc
     mc, nc, panels_m, panels_n, grid, c_size = _blocking(name, batch, m, n, tile, c_batch_stride, c_row_stride)
     with kernel(name, block=1, grid=grid, host_schedule="dynamic" if tile.dynamic else "static",
-                host_max_workers=scratch_slots(batch, m, n, tile)) as kb:
+                host_max_workers=scratch_slots(batch, m, n, tile) if packing else None) as kb:
         if a_packer is None:
             ap = kb.tensor("ap", f32, packed_a_shape(batch if a_batched else 1, m, k, tile), const=True)
         else:
@@ -356,7 +336,7 @@ def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, til
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
         ab, bb = (b if a_batched else 0), (b if b_batched else 0)
-        slot = let("slot", worker_slot())
+        slot = let("slot", worker_slot()) if packing else None
         p0 = let("p0", blockIdx.y * (mc // mr))
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
@@ -391,9 +371,7 @@ def _pack_b_slice(src: Buffer, layout: str, nr: int, at: PanelSlice) -> None:
     """One KC x NR slice of B as stored (``(batch, k, n)``, or ``(batch, n, k)`` for ``col``)."""
     bw, slot, qq, b, k0, kc, col, cols = at
     if layout == "row":
-        for kk in range_(kc, name="kk"):
-            for j in range_(nr, name="j", simd=True):
-                _guarded_copy(bw, (slot, qq, kk, j), j < cols, src, (b, k0 + kk, col + j))
+        _pack_across("j", nr, cols, kc, bw, lambda kk, j: (slot, qq, kk, j), src, lambda j, kk: (b, k0 + kk, col + j))
     else:
         _pack_lanes("j", nr, cols, kc, bw, lambda kk, j: (slot, qq, kk, j), src, lambda j, kk: (b, col + j, k0 + kk))
 
@@ -411,15 +389,22 @@ def _pack_lanes(lane: str, width: int, valid: Expr, kc: Expr, dst: Buffer, dst_a
                 dst[dst_at(kk, i)] = 0.0
 
 
+def _pack_across(lane: str, width: int, valid: Expr, kc: Expr, dst: Buffer, dst_at: Callable[[Expr, Expr], tuple],
+                 src: Buffer, src_at: Callable[[Expr, Expr], tuple]) -> None:
+    """The same panel where the source's runs lie across the lanes: per k step, ``width`` lanes of one
+    contiguous run, the lanes from ``valid`` on zero."""
+    for kk in range_(kc, name="kk"):
+        for i in range_(width, name=lane, simd=True):
+            _guarded_copy(dst, dst_at(kk, i), i < valid, src, src_at(i, kk))
+
+
 def _pack_a_panel(a: Buffer, layout: str, mr: int, at: PanelRows) -> None:
     """One MR-panel of A as stored (``(batch, m, k)``, or ``(batch, k, m)`` for ``col``)."""
     aw, slot, pp, b, k0, kc, row0, rows = at
     if layout == "row":
         _pack_lanes("r", mr, rows, kc, aw, lambda kk, r: (slot, pp, kk, r), a, lambda r, kk: (b, row0 + r, k0 + kk))
     else:
-        for kk in range_(kc, name="kk"):
-            for r in range_(mr, name="r", simd=True):
-                _guarded_copy(aw, (slot, pp, kk, r), r < rows, a, (b, k0 + kk, row0 + r))
+        _pack_across("r", mr, rows, kc, aw, lambda kk, r: (slot, pp, kk, r), a, lambda r, kk: (b, k0 + kk, row0 + r))
 
 
 def _in_c(c: Buffer, value: Expr | int) -> Expr | int:
