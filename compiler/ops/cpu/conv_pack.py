@@ -336,42 +336,19 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
     pixels = spec.n * spec.p * spec.q
     tiles = _ceil_div(pixels, mr)
     grid = _ceil_div(tiles, panels)
-    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     taps = spec.c * spec.r * spec.s
-    elements = spec.n * spec.h * spec.w * spec.c
     with kernel(name, block=1, grid=grid) as k:
-        x = k.tensor("x", f32, (elements,), const=True, overshoot=1)  # see pack_weight_kernel
+        x = k.tensor("x", f32, (spec.n * spec.h * spec.w * spec.c,), const=True, overshoot=1)  # see pack_weight_kernel
         ap = k.tensor("ap", f32, (tiles, taps, mr), overshoot=0)
         for t_local in range_(panels, name="t"):
             tile = let("tile", blockIdx.x * panels + t_local)
             with if_(tile < tiles):
-                lanes = []
-                for lane in range(mr):
-                    pixel = let(f"pixel{lane}", tile * mr + lane)
-                    lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
-                                  let(f"h{lane}", pixel // spec.q % spec.p * sh - ph),
-                                  let(f"w{lane}", pixel % spec.q * sw - pw)))
+                lanes = _nhwc_lanes(spec, tile * mr, mr)
                 for r in range_(spec.r, name="r"):
                     for s in range_(spec.s, name="s"):
-                        reads = []
-                        for lane, (pixel, image, h0, w0) in enumerate(lanes):
-                            h, w = h0 + r * dh, w0 + s * dw
-                            inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h,
-                                                                      w >= 0, w < spec.w))
-                            offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w
-                                      + _offset(w, elements)) * spec.c
-                            reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
                         kk0 = let("kk0", (r * spec.s + s) * spec.c)
-                        # Every lane copies (the vectoriser interleaves the stores); then the lanes in
-                        # the padding, a few at the image's border, are zeroed. A select per element
-                        # would keep the loop from vectorising.
-                        for c in range_(spec.c, name="c", simd=True):
-                            for lane, (_, at) in enumerate(reads):
-                                ap[tile, kk0 + c, lane] = x[at + _offset(c, elements)]
-                        for lane, (inside, _) in enumerate(reads):
-                            with if_(logical_not(inside)):
-                                for c in range_(spec.c, name="c", simd=True):
-                                    ap[tile, kk0 + c, lane] = 0.0
+                        _nhwc_tap(spec, x, lanes, r, s, None, spec.c, lambda c, lane, value, kk0=kk0, tile=tile:
+                                  ap.__setitem__((tile, kk0 + c, lane), value))
     return lower(k.kernel)
 
 
@@ -391,14 +368,7 @@ def nhwc_patch_packer(spec: Conv2dSpec, mr: int) -> APacker:
 
 
 def _panel_nhwc(spec: Conv2dSpec, x: Buffer, mr: int, at: PanelRows) -> None:
-    pixels = spec.n * spec.p * spec.q
-    elements = spec.n * spec.h * spec.w * spec.c
-    (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
-    lanes = []
-    for lane in range(mr):
-        pixel = let(f"pixel{lane}", at.row0 + lane)
-        lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
-                      let(f"h{lane}", pixel // spec.q % spec.p * sh - ph), let(f"w{lane}", pixel % spec.q * sw - pw)))
+    lanes = _nhwc_lanes(spec, at.row0, mr)
     # The filter taps (r, s) the slice's columns k0 .. k0 + kc - 1 touch, and the channels of each.
     first = let("first_tap", at.k0 // spec.c)
     for t in range_((at.k0 + at.kc - 1) // spec.c - first + 1, name="t"):
@@ -407,21 +377,50 @@ def _panel_nhwc(spec: Conv2dSpec, x: Buffer, mr: int, at: PanelRows) -> None:
         c_lo = let("c_lo", max_(0, at.k0 - tap * spec.c))
         count = let("count", min_(spec.c, at.k0 + at.kc - tap * spec.c) - c_lo)
         kk0 = let("kk0", tap * spec.c + c_lo - at.k0)
-        reads = []
-        for lane, (pixel, image, h0, w0) in enumerate(lanes):
-            h, w = h0 + r * dh, w0 + s * dw
-            inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h, w >= 0, w < spec.w))
-            offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w
-                      + _offset(w, elements)) * spec.c + _offset(c_lo, elements)
-            reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
-        # As in pack_nhwc_patches_kernel: every lane copies, then the few in the padding are zeroed.
-        for c in range_(count, name="c", simd=True):
-            for lane, (_, offset) in enumerate(reads):
-                at.aw[at.slot, at.pp, kk0 + c, lane] = x[offset + _offset(c, elements)]
-        for lane, (inside, _) in enumerate(reads):
-            with if_(logical_not(inside)):
-                for c in range_(count, name="c", simd=True):
-                    at.aw[at.slot, at.pp, kk0 + c, lane] = 0.0
+        _nhwc_tap(spec, x, lanes, r, s, c_lo, count,
+                  lambda c, lane, value, kk0=kk0: at.aw.__setitem__((at.slot, at.pp, kk0 + c, lane), value))
+
+
+Lane = tuple[Expr, Expr, Expr, Expr]
+
+
+def _nhwc_lanes(spec: Conv2dSpec, first: Expr, mr: int) -> list[Lane]:
+    """For each of the ``mr`` pixels from ``first`` (numbered across images): the pixel, its image, and
+    the input row and column its filter's first tap reads."""
+    (sh, sw), (ph, pw) = spec.stride, spec.padding
+    lanes = []
+    for lane in range(mr):
+        pixel = let(f"pixel{lane}", first + lane)
+        lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),
+                      let(f"h{lane}", pixel // spec.q % spec.p * sh - ph), let(f"w{lane}", pixel % spec.q * sw - pw)))
+    return lanes
+
+
+def _nhwc_tap(spec: Conv2dSpec, x: Buffer, lanes: list[Lane], r: Expr, s: Expr, c_lo: Expr | None, count: Expr | int,
+              put: Callable[[Expr, int, Expr | float], None]) -> None:
+    """Filter tap ``(r, s)`` of every lane, channels ``c_lo`` (0 where None) to ``c_lo + count``:
+    ``put(c, lane, value)`` stores channel ``c_lo + c``. Every lane copies (the vectoriser interleaves the
+    stores); then the lanes in the padding or past the last pixel, a few at the image's border, are
+    zeroed: a select per element would keep the loop from vectorising. A lane outside reads channel run 0,
+    always inside x."""
+    pixels = spec.n * spec.p * spec.q
+    elements = spec.n * spec.h * spec.w * spec.c
+    dh, dw = spec.dilation
+    reads = []
+    for lane, (pixel, image, h0, w0) in enumerate(lanes):
+        h, w = h0 + r * dh, w0 + s * dw
+        inside = let(f"inside{lane}", logical_and(pixel < pixels, h >= 0, h < spec.h, w >= 0, w < spec.w))
+        offset = ((_offset(image, elements) * spec.h + _offset(h, elements)) * spec.w + _offset(w, elements)) * spec.c
+        if c_lo is not None:
+            offset = offset + _offset(c_lo, elements)
+        reads.append((inside, let(f"at{lane}", select(inside, offset, _offset(0, elements)))))
+    for c in range_(count, name="c", simd=True):
+        for lane, (_, at) in enumerate(reads):
+            put(c, lane, x[at + _offset(c, elements)])
+    for lane, (inside, _) in enumerate(reads):
+        with if_(logical_not(inside)):
+            for c in range_(count, name="c", simd=True):
+                put(c, lane, 0.0)
 
 
 def im2col(spec: Conv2dSpec, x: np.ndarray) -> np.ndarray:
