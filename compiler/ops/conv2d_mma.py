@@ -28,6 +28,7 @@ from compiler.ops.conv2d_gemm import ImplicitGemm, a_chunk, b_chunk, weight_sour
 from compiler.ops.conv2d_spec import Conv2dSpec
 from compiler.ops.gemm_mma import (
     MmaSchedule,
+    block_limit,
     copy_tile,
     mma_mainloop,
     mma_space,
@@ -42,9 +43,6 @@ from compiler.space import Constraint, ScheduleDoesNotFitError, Space
 DTYPES: dict[str, DataType] = {"float16": f16, "bfloat16": bf16}
 #: Widest copy: 8 16-bit elements (16 bytes).
 WIDEST = 8
-#: Block tiles may exceed the implicit GEMM (rounded up to this) by at most 2x along N; output
-#: channels are often few, and a tile twice too wide only multiplies zeros.
-PAD = 16
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -109,10 +107,10 @@ def build(spec: Conv2dSpec, schedule: MmaSchedule) -> Program:
 def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule]:
     """The matmul tensor-core space (:func:`~compiler.ops.gemm_mma.mma_space`) for the implicit GEMM."""
     _check_dtype(spec)
-    limit_n = max(2 * PAD * _cdiv(spec.k, PAD), 64)
+    limit_n = block_limit(spec.k)
     narrow = Constraint(f"block_n <= {limit_n} (2x the padded output channels)",
                         lambda s: s.block_n <= limit_n)
-    limit_m = max(2 * PAD * _cdiv(spec.n * spec.p * spec.q, PAD), 64)
+    limit_m = block_limit(spec.n * spec.p * spec.q)
     short = Constraint(f"block_m <= {limit_m} (2x the padded output pixels)", lambda s: s.block_m <= limit_m)
     a_k_contiguous = ImplicitGemm(spec).a_k_contiguous(a_chunk(spec, WIDEST))
     return mma_space("conv2d_mma", device, level, a_k_contiguous, True, extra=(narrow, short))

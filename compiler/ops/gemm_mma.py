@@ -299,6 +299,12 @@ def _copies_tile(s: MmaSchedule) -> bool:
     return (s.block_m * s.block_k // 8) % s.threads == 0 and (s.block_n * s.block_k // 8) % s.threads == 0
 
 
+def block_limit(extent: int) -> int:
+    """The largest block tile worth trying along a GEMM dimension of ``extent``: twice the extent padded to
+    16 (a larger tile is mostly padding), and never below 64, the smallest tile of level 1."""
+    return max(2 * 16 * -(-extent // 16), 64)
+
+
 #: Per level: block_m/block_n choices, warp tile choices, block_k choices, stages.
 _LEVELS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
     1: ((64, 128), (32, 64), (32,), (2, 3)),

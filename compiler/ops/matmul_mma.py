@@ -25,6 +25,7 @@ from compiler.ir.types import DataType, bf16, f16
 from compiler.ops.gemm_mma import (
     MmaSchedule,
     Operand,
+    block_limit,
     clamp_count,
     copy_tile,
     mma_mainloop,
@@ -132,9 +133,7 @@ def space(spec: MatmulSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     """Schedules for ``spec`` on ``device`` (see :func:`compiler.ops.gemm_mma.mma_space`)."""
     if spec.dtype not in DTYPES:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
-    # A block tile past twice the padded problem is mostly padding: an 8 x 8 product keeps the 64-wide
-    # tiles (the smallest of level 1), a 512^3 one every tile.
-    limit_m, limit_n = (max(2 * 16 * -(-extent // 16), 64) for extent in (spec.m, spec.n))
+    limit_m, limit_n = block_limit(spec.m), block_limit(spec.n)
     narrow = Constraint(f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
                         lambda s: s.block_m <= limit_m and s.block_n <= limit_n)
     return mma_space("matmul_mma", device, level, spec.layout_a == "row", spec.layout_b == "col", extra=(narrow,))

@@ -148,7 +148,8 @@ def _preferred(cols: int) -> Iterator[dict[str, object]]:
     1024 threads a row), blocks of 256 threads where rows are short, the row kept in registers, else
     streamed twice."""
     for vector in (4, 2, 1):
-        per_row = min(1024, max(32, 1 << max(0, (-(-cols // (8 * vector)) - 1).bit_length())))
+        wanted = -(-cols // (8 * vector))  # threads for about 8 vectors each
+        per_row = min(1024, max(32, 1 << (wanted - 1).bit_length()))  # the power of two at or above
         rows = min(16, max(1, 256 // per_row))
         for cache in ("registers", "stream"):
             yield {"threads_per_row": per_row, "rows_per_block": rows, "vector": vector, "cache": cache,
