@@ -154,6 +154,19 @@ def candidates(spec: Conv2dSpec, device: CpuDevice, sample: int) -> list[conv2d.
     return [s for s in unique if space.violation(s) is None]
 
 
+def checked_call(spec: Conv2dSpec, schedule: conv2d.ConvSchedule, inputs: dict[str, np.ndarray],
+                 reference: np.ndarray, config: cpu.CpuConfig) -> Call:
+    """The call of ``schedule``'s program, run once first on a poisoned output and checked against the
+    reference: a wrong schedule stops the run."""
+    y = poisoned(spec.y_shape, "float32")
+    call = program_call(conv2d.build(spec, schedule), inputs, y, config)
+    call()
+    error = relative_error(y.astype(np.float64), reference)
+    if error > tolerance("float32", spec.c * spec.r * spec.s):
+        raise SystemExit(f"{spec}: schedule {schedule} is wrong (relative error {error:.3g})")
+    return call
+
+
 def sweep(spec: Conv2dSpec, device: CpuDevice, inputs: dict[str, np.ndarray], reference: np.ndarray,
           count: int, config: cpu.CpuConfig) -> tuple[conv2d.ConvSchedule, int]:
     """The fastest of :func:`candidates` and how many were tried. Each is checked against the reference
@@ -163,12 +176,7 @@ def sweep(spec: Conv2dSpec, device: CpuDevice, inputs: dict[str, np.ndarray], re
     quick = Protocol(warmup_ms=10, min_repetitions=5, target_ms=50)
     timed: list[tuple[float, conv2d.ConvSchedule, Call]] = []
     for schedule in tried:
-        y = poisoned(spec.y_shape, "float32")
-        call = program_call(conv2d.build(spec, schedule), inputs, y, config)
-        call()
-        error = relative_error(y.astype(np.float64), reference)
-        if error > tolerance("float32", spec.c * spec.r * spec.s):
-            raise SystemExit(f"{spec}: schedule {schedule} is wrong (relative error {error:.3g})")
+        call = checked_call(spec, schedule, inputs, reference, config)
         timed.append((measure(call, quick).median_ns, schedule, call))
     finalists = sorted(timed, key=lambda t: t[0])[:3]
     samples = _interleaved({str(i): call for i, (_, _, call) in enumerate(finalists)}, 3, quick)
@@ -205,14 +213,8 @@ def pack_ab(device: CpuDevice, layers: list[int], layouts: tuple[str, ...], roun
         short = conv2d.sized_schedule(spec, device, default.mr, default.nr, default.pack_mode, max_kc=192)
         schedules = tuple(dataclasses.replace(schedule, patches_inside=inside)
                           for schedule in (default, short) for inside in (False, True))
-        calls = {}
-        for name, schedule in zip(names, schedules, strict=True):
-            y = poisoned(spec.y_shape, "float32")
-            calls[name] = program_call(conv2d.build(spec, schedule), inputs, y, config)
-            calls[name]()
-            error = relative_error(y.astype(np.float64), reference)
-            if error > tolerance("float32", spec.c * spec.r * spec.s):
-                raise SystemExit(f"{spec}: schedule {schedule} is wrong (relative error {error:.3g})")
+        calls = {name: checked_call(spec, schedule, inputs, reference, config)
+                 for name, schedule in zip(names, schedules, strict=True)}
         samples = _interleaved(calls, rounds, protocol)
         rates = {name: _gflops(conv2d_flops(spec), samples[name]) for name in names}
         best_inside = max(rates[n][0] for n in names if n.startswith("inside"))
@@ -252,19 +254,30 @@ def launch_shares(device: CpuDevice, layers: list[int], layouts: tuple[str, ...]
     print(format_table(["layer (batch 1)", "layout", "each launch of the default schedule alone"], rows))
 
 
+def _layer_indices(text: str) -> list[int]:
+    """``--layers``: a bad index is argparse's one-line error (exit status 2), not a traceback."""
+    try:
+        indices = [int(i) for i in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated integers: {text!r}") from None
+    if not all(0 <= i < len(LAYERS) for i in indices):
+        raise argparse.ArgumentTypeError(f"layer indices run from 0 to {len(LAYERS) - 1}, got {text!r}")
+    return indices
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep", type=int, default=8, help="random level-2 schedules added per layer")
     parser.add_argument("--layout", choices=("NCHW", "NHWC", "both"), default="both")
-    parser.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))),
-                        help="indices into the layer list")
+    parser.add_argument("--layers", type=_layer_indices, default=list(range(len(LAYERS))),
+                        help=f"indices into the layer list, comma-separated (0 to {len(LAYERS) - 1})")
     parser.add_argument("--pack-ab", action="store_true", help="which launch packs the patches")
     parser.add_argument("--launches", action="store_true", help="each launch of the default schedule alone")
     args = parser.parse_args(argv)
     device = detect_cpu()
     config = cpu.CpuConfig.default()  # the kernel cache: a second run compiles nothing
-    layers = [int(i) for i in args.layers.split(",")]
+    layers = args.layers
     layouts = ("NCHW", "NHWC") if args.layout == "both" else (args.layout,)
     if args.pack_ab:
         pack_ab(device, layers, layouts, args.rounds, config)
@@ -275,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     protocol = Protocol(warmup_ms=20, min_repetitions=10, target_ms=100)
     peak = device.peak_gflops_f32
     rows, picks = [], []
-    for index in (int(i) for i in args.layers.split(",")):
+    for index in layers:
         label, fields = LAYERS[index]
         for layout in layouts:
             spec = Conv2dSpec.model_validate({"n": 1, **fields, "layout": layout})

@@ -295,9 +295,9 @@ def build(spec: Conv2dSpec, schedule: ConvSchedule) -> Program:
     if schedule.pack_mode not in pack_modes(spec):
         raise ScheduleDoesNotFitError(f"{TEMPLATE}: pack_mode {schedule.pack_mode!r} does not read {spec.layout}; "
                                       f"it takes {pack_modes(spec)}")
-    c_batch_stride, c_row_stride = conv.c_strides
     if schedule.patches_inside:
         return _build_patches_inside(spec, schedule, tile)
+    c_batch_stride, c_row_stride = conv.c_strides
     compute = gemm.compute_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
                                   a_batched=not conv.image_is_b, b_batched=conv.image_is_b,
                                   c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
