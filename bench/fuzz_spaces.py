@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         schedules = space.sample(opts.samples, rnd.randrange(1 << 30))
         # The default too: what an untuned call and every search's first trial run.
         default = space.default_values()
-        if default is not None and space.schedule(default) not in schedules:
-            schedules = (space.schedule(default), *schedules)
+        if default is not None and (first := space.schedule(default)) not in schedules:
+            schedules = (first, *schedules)
         seed = rnd.randrange(1000)
         specs += 1
         for result in check_schedules(operator, spec, schedules, target=target, seed=seed):

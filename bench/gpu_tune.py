@@ -133,8 +133,10 @@ def stored_check(record: KernelResult, program: Program, operator: Operator, spe
 def default_ms(result: TuneResult, default: Mapping[str, Any] | None) -> float | None:
     """The template's default schedule's median from its trial (the first a tuning measures; not re-timed
     with the best), or None where it failed or was not measured."""
-    return next((t.latency_ms for t in result.trials if default is not None and dict(t.values) == dict(default)
-                 and t.latency_ms is not None), None)
+    if default is None:
+        return None
+    return next((t.latency_ms for t in result.trials if dict(t.values) == dict(default) and t.latency_ms is not None),
+                None)
 
 
 def run(target: Target, device: DeviceSpec, script_start: float, selected: str | None = None) -> list[list[object]]:
