@@ -44,14 +44,14 @@ from collections.abc import Callable
 import numpy as np
 
 from compiler.backends import cpu
+from compiler.backends.cpu_target import CpuTarget
 from compiler.backends.timing import Protocol, measure, percentile
-from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.numeric import poisoned, relative_error, tolerance
 from compiler.ops.conv2d_spec import Conv2dSpec, conv2d_flops, conv2d_inputs, conv2d_reference
 from compiler.ops.cpu import conv2d
 from compiler.ops.cpu.conv_pack import im2col
-from compiler.program import Program, launch_arguments
+from compiler.program import Program
 from service.cli.table import format_table
 
 LAYERS: tuple[tuple[str, dict[str, object]], ...] = (
@@ -67,34 +67,18 @@ Call = Callable[[], object]
 
 def launch_calls(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
                  config: cpu.CpuConfig) -> list[tuple[str, Call]]:
-    """Each launch of ``program`` as a call of its own on fixed buffers shared by all of them (arguments
-    checked once), by kernel name, in order."""
-    buffers: dict[str, np.ndarray] = {**inputs, "y": y}
-    buffers.update({w.name: poisoned(w.shape, w.dtype) for w in program.workspaces})
-    calls = []
-    for launch, args in zip(program.launches, launch_arguments(program, buffers), strict=True):
-        loaded = cpu.load(cpu.compile(render_host(launch.kernel), config), config)
-        values = cpu.check_args(loaded.artifact.kernel, args)
-
-        def run(function=loaded.function, values=values, workers=loaded.workers) -> None:  # type: ignore[no-untyped-def]
-            # check_args gave raw addresses: the closure keeps the arrays behind them alive.
-            assert buffers
-            function(*values, workers)
-
-        calls.append((launch.kernel.name, run))
-    return calls
+    """Each launch of ``program`` as a call of its own on fixed buffers, by kernel name, in order: the
+    tuner's cpu target compiles, loads and binds them (workspaces poisoned, arguments checked once)."""
+    target = CpuTarget(config=config)
+    calls = target.launch_calls(target.build(program), {**inputs, "y": y})
+    return [(launch.kernel.name, call) for launch, call in zip(program.launches, calls, strict=True)]
 
 
 def program_call(program: Program, inputs: dict[str, np.ndarray], y: np.ndarray,
                  config: cpu.CpuConfig) -> Call:
-    """One call running every launch of ``program`` in order on fixed buffers (arguments checked once)."""
-    calls = [call for _, call in launch_calls(program, inputs, y, config)]
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    return run
+    """One call running every launch of ``program`` in order on fixed buffers, as the tuner times it."""
+    target = CpuTarget(config=config)
+    return target.call(target.build(program), {**inputs, "y": y})
 
 
 def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray], reference: np.ndarray) -> Call | None:

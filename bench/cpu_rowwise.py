@@ -39,15 +39,15 @@ from typing import Any
 import numpy as np
 
 from compiler.backends import cpu
+from compiler.backends.cpu_target import CpuTarget
 from compiler.backends.timing import Protocol, measure, percentile
-from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.numeric import relative_error, tolerance
 from compiler.ops.cpu import reduce as cpu_reduce
 from compiler.ops.cpu import softmax as cpu_softmax
 from compiler.ops.reduce import ReduceSpec, reduce_min_bytes, reduce_outputs, reduce_reference
 from compiler.ops.softmax import SoftmaxSpec, softmax_min_bytes, softmax_outputs, softmax_reference
-from compiler.program import Program, launch_arguments
+from compiler.program import Program
 from service.cli.table import format_table
 
 try:
@@ -109,19 +109,11 @@ def workloads() -> list[Workload]:
 
 def program_call(program: Program, x: np.ndarray, out_shape: tuple[int, ...],
                  config: cpu.CpuConfig) -> tuple[Callable[[], None], np.ndarray]:
-    """A call running every launch of ``program`` in order on ``x``, and the output array it fills."""
+    """A call running every launch of ``program`` in order on ``x`` as the tuner times it, and the output
+    array it fills."""
     y = np.full(out_shape, np.nan, dtype=np.float32)
-    buffers = {"x": x, "y": y, **{w.name: np.zeros(w.shape, dtype=np.float32) for w in program.workspaces}}
-    loaded = []
-    for launch, args in zip(program.launches, launch_arguments(program, buffers), strict=True):
-        kernel = cpu.load(cpu.compile(render_host(launch.kernel), config), config)
-        loaded.append((kernel.function, cpu.check_args(kernel.artifact.kernel, args), kernel.workers))
-
-    def call(keep: dict[str, np.ndarray] = buffers) -> None:  # the kernels hold raw pointers into these
-        for function, values, workers in loaded:
-            function(*values, workers)
-
-    return call, y
+    target = CpuTarget(config=config)
+    return target.call(target.build(program), {"x": x, "y": y}), y
 
 
 def checked_call(work: Workload, schedule: Any, x: np.ndarray,

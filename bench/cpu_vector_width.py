@@ -31,28 +31,20 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backends import cpu
+from compiler.backends.cpu_target import CpuTarget
 from compiler.backends.timing import Protocol, measure, percentile
-from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.ops.cpu import matmul
 from compiler.ops.matmul_spec import MatmulSpec
-from compiler.program import Program, launch_arguments
+from compiler.program import Program
 from service.cli.table import format_table
 
 
 def program_call(program: Program, buffers: dict[str, np.ndarray], config: cpu.CpuConfig,
                  device: CpuDevice) -> Callable[[], None]:
     """A call running every launch of ``program`` on ``buffers``, each compiled with ``device``'s flags."""
-    loaded = [cpu.load(cpu.compile(render_host(launch.kernel), config, device), config)
-              for launch in program.launches]
-    args = [cpu.check_args(lk.artifact.kernel, a)
-            for lk, a in zip(loaded, launch_arguments(program, buffers), strict=True)]
-
-    def call(keep: dict[str, np.ndarray] = buffers) -> None:  # the arguments point into these arrays
-        for lk, values in zip(loaded, args, strict=True):
-            lk.function(*values, lk.workers)
-
-    return call
+    target = CpuTarget(config=config, cpu=device)
+    return target.call(target.build(program), buffers)
 
 
 def main() -> None:
@@ -79,7 +71,6 @@ def main() -> None:
         calls = {}
         for name, build in builds.items():
             buffers = {"a": a, "b": b, "c": np.full((n, n), np.nan, np.float32)}
-            buffers |= {w.name: np.empty(w.shape, np.float32) for w in program.workspaces}
             calls[name] = program_call(program, buffers, config, build)
             calls[name]()
             error = np.linalg.norm(buffers["c"] - a @ b) / np.linalg.norm(a @ b)

@@ -66,13 +66,13 @@ import numpy as np
 
 from compiler.backends import cpu
 from compiler.backends.cpu_peak import measured_peak_gflops
+from compiler.backends.cpu_target import CpuTarget
 from compiler.backends.timing import Protocol, measure, percentile
-from compiler.codegen.cpp import render_host
 from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.ops.cpu import matmul
 from compiler.ops.cpu.gemm import GemmTile
 from compiler.ops.matmul_spec import MatmulSpec
-from compiler.program import Program, launch_arguments
+from compiler.program import Program
 from compiler.space import schedule_values
 
 Call = Callable[[], object]
@@ -147,19 +147,9 @@ def blas_kernel() -> str:
 
 
 def program_call(program: Program, buffers: dict[str, np.ndarray], config: cpu.CpuConfig) -> Call:
-    """A call running every launch of ``program`` in order on ``buffers`` (arguments checked once)."""
-    loaded = []
-    for launch in program.launches:
-        artifact = cpu.compile(render_host(launch.kernel), config)
-        loaded.append(cpu.load(artifact, config))
-    args = [cpu.check_args(lk.artifact.kernel, a) for lk, a in zip(loaded, launch_arguments(program, buffers),
-                                                                    strict=True)]
-
-    def call(keep: dict[str, np.ndarray] = buffers) -> None:  # keep: args point into these arrays
-        for lk, values in zip(loaded, args, strict=True):
-            lk.function(*values, lk.workers)
-
-    return call
+    """A call running every launch of ``program`` in order on ``buffers``, as the tuner times it."""
+    target = CpuTarget(config=config)
+    return target.call(target.build(program), buffers)
 
 
 def _timed(calls: dict[str, Call], rounds: int, protocol: Protocol,
@@ -229,7 +219,6 @@ def _matmul_call(spec: MatmulSpec, tile: GemmTile, ctx: Context, a: np.ndarray, 
 def _program_checked(spec: MatmulSpec, program: Program, ctx: Context, a: np.ndarray, b: np.ndarray) -> Call:
     """The call of ``program`` on ``a`` and ``b``, run once and checked against numpy first."""
     buffers = {"a": a, "b": b, "c": np.empty(spec.c_shape, np.float32)}
-    buffers |= {w.name: np.empty(w.shape, np.float32) for w in program.workspaces}
     call = program_call(program, buffers, ctx.config)
     call()
     expected = np.matmul(a.astype(np.float64), b)  # row-major operands, (batch, m, k) @ (batch, k, n)

@@ -119,21 +119,42 @@ class CpuTarget:
         workspaces = {w.name: _workspace(w, cfg.workers) for w in artifact.program.workspaces}
         return Loaded(artifact, workspaces, kernels)
 
-    def _calls(self, loaded: Loaded, buffers: Mapping[str, np.ndarray]) -> list[Callable[[], None]]:
-        """One ctypes call per launch, its arguments checked and bound once."""
+    def launch_calls(self, loaded: Loaded, buffers: Mapping[str, np.ndarray]) -> list[Callable[[], None]]:
+        """One ctypes call per launch, in order, on ``buffers`` (the program's arguments by name) and the
+        loaded workspaces, arguments checked and bound once: a call checks nothing, so this is what a
+        benchmark times."""
         calls: list[Callable[[], None]] = []
-        launch_args = launch_arguments(loaded.artifact.program, program_buffers(loaded, buffers))
-        for kernel, args in zip(loaded.handles, launch_args, strict=True):
+        arrays = program_buffers(loaded, buffers)
+        for kernel, args in zip(loaded.handles, launch_arguments(loaded.artifact.program, arrays), strict=True):
             values = cpu.check_args(kernel.artifact.kernel, args)
-            calls.append(lambda f=kernel.function, v=values, w=kernel.workers: f(*v, w))
+            # ``values`` are raw addresses: each call keeps the arrays behind them (and ``loaded``) alive.
+            calls.append(lambda f=kernel.function, v=values, w=kernel.workers, _=(loaded, arrays): f(*v, w))
         return calls
+
+    def call(self, loaded: Loaded, buffers: Mapping[str, np.ndarray]) -> Callable[[], None]:
+        """The whole program as one call of ``launch_calls``'s kind: its launches in order."""
+        calls = self.launch_calls(loaded, buffers)
+
+        def program() -> None:
+            for call in calls:
+                call()
+
+        return program
+
+    def build(self, program: Program) -> Loaded:
+        """``program`` compiled and loaded; a program that does not compile raises RuntimeError with the
+        compiler's message (a tuning records it as a trial's failure instead)."""
+        artifact = self.compile(program)
+        if isinstance(artifact, CompileFailure):
+            raise RuntimeError(f"{program.name}: {artifact.kind}: {artifact.message}")
+        return self.load(artifact)
 
     def run(self, loaded: Loaded, buffers: Mapping[str, np.ndarray], *, timeout_s: float) -> None:
         program = loaded.artifact.program
         for workspace in program.workspaces:
             array = loaded.workspaces[workspace.name]
             np.copyto(array, poisoned(array.shape, workspace.dtype))
-        calls = self._calls(loaded, buffers)
+        calls = self.launch_calls(loaded, buffers)
         failure: list[BaseException] = []
 
         def body() -> None:
@@ -154,7 +175,6 @@ class CpuTarget:
             raise failure[0]
 
     def time(self, loaded: Loaded, buffers: Mapping[str, np.ndarray], protocol: Protocol) -> Samples:
-        calls = self._calls(loaded, buffers)
         flush = None
         if protocol.flush_caches:
             scratch = np.zeros(cpu.flush_bytes(self.device()) // 4, dtype=np.float32)
@@ -162,11 +182,7 @@ class CpuTarget:
             def flush() -> None:
                 np.add(scratch, 1.0, out=scratch)  # a write to every line evicts what the kernel left cached
 
-        def program() -> None:
-            for call in calls:
-                call()
-
-        return measure(program, protocol, flush=flush)
+        return measure(self.call(loaded, buffers), protocol, flush=flush)
 
 
 TARGET = CpuTarget()

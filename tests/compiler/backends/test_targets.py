@@ -117,6 +117,35 @@ def test_a_cpu_run_past_its_time_limit_fails_as_a_value(cpu) -> None:
                 timeout_s=0.01)
 
 
+def test_a_bound_call_keeps_its_arrays_alive_and_runs_each_launch(cpu) -> None:
+    import gc
+
+    spec = RowSumSpec(rows=37, cols=101)
+    inputs = ROWSUM.inputs(spec, np.random.default_rng(3))
+    expected = ROWSUM.reference(spec, inputs)["out"]
+    out = poisoned((spec.rows,), "float32")
+    program = ROWSUM.build(spec, CpuRowSum(4, 3), "cpu")
+    launches = cpu.launch_calls(cpu.build(program), {"x": inputs["x"].copy(), "out": out})
+    whole = cpu.call(cpu.build(program), {"x": inputs["x"].copy(), "out": out})
+    # Nothing but the calls holds the inputs, the loaded kernels or their workspaces now: were the calls
+    # to hold raw addresses alone, the memory reused below would feed them other numbers.
+    gc.collect()
+    _reuse = [np.full_like(inputs["x"], -7.0) for _ in range(8)]
+    assert len(launches) == 2
+    launches[0]()
+    assert np.isnan(out).all()  # the partial sums alone write no output
+    launches[1]()
+    assert relative_error(out.astype(np.float64), expected) <= 1e-5
+    out[:] = np.nan
+    whole()
+    assert relative_error(out.astype(np.float64), expected) <= 1e-5
+
+
+def test_building_a_program_that_does_not_compile_raises_with_the_reason(cpu) -> None:
+    with pytest.raises(RuntimeError, match="compile_error: render raised CodegenError"):
+        cpu.build(ROWSUM.build(RowSumSpec(rows=3, cols=3, bug="render"), CpuRowSum(1, 1), "cpu"))
+
+
 @pytest.mark.parametrize("flush", [False, True])
 def test_cpu_timing_follows_the_protocol(cpu, flush: bool) -> None:
     spec = RowSumSpec(rows=64, cols=64)
