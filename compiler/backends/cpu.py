@@ -158,7 +158,7 @@ def unavailable_reason(config: CpuConfig | None = None) -> str | None:
         return f"the cpu target's compiler {cfg.cxx!r} is not on PATH (install g++)"
     info = detect_host_compiler((cfg.cxx,))
     if not info.openmp:
-        return f"the cpu target needs OpenMP from {cfg.cxx!r}: {info.detail}"
+        return f"the cpu target needs OpenMP from {cfg.cxx!r}: {info.openmp_detail}"
     return None
 
 

@@ -1,6 +1,7 @@
 """The cpu target: host kernels compiled by g++, cached, run on numpy arrays and timed."""
 
 import importlib.util
+import os
 import random
 from pathlib import Path
 
@@ -134,6 +135,17 @@ def test_the_fingerprint_names_compiler_flags_and_isa():
 def test_a_missing_compiler_is_a_reason(tmp_path):
     reason = cpu.unavailable_reason(cpu.CpuConfig(cache_dir=tmp_path, cxx="no-such-compiler-xyz"))
     assert reason is not None and "no-such-compiler-xyz" in reason
+
+
+def test_a_compiler_without_openmp_is_a_reason(tmp_path, monkeypatch):
+    fake = tmp_path / "cxx-without-openmp"
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "fake 1.0"; exit 0; }\n'
+                    'echo "fatal: -fopenmp unsupported" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    reason = cpu.unavailable_reason(cpu.CpuConfig(cache_dir=tmp_path, cxx=fake.name))
+    assert reason == ("the cpu target needs OpenMP from 'cxx-without-openmp': "
+                      "-fopenmp build failed: fatal: -fopenmp unsupported")
 
 
 def _random_int_expr(rng: random.Random, leaves: list, depth: int):
