@@ -132,7 +132,9 @@ def local_gpu_spec(api: Any = None, ordinal: int = 0) -> DeviceSpec | None:
     all mean "no GPU here", a normal state.
     """
     if api is None:
-        from cuda.bindings import driver as api  # only a caller that wants the GPU pays for the import
+        from cuda.bindings import driver  # only a caller that wants the GPU pays for the import
+
+        api = driver
     try:
         (status,) = api.cuInit(0)
         if status != api.CUresult.CUDA_SUCCESS or _call(api, api.cuDeviceGetCount()) <= ordinal:

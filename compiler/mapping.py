@@ -124,9 +124,15 @@ def _shape_args(shape: tuple[int, ...], ranks: tuple[int, ...]) -> str:
 class TaskMapping:
     """Base of the mapping nodes. Subclasses are frozen dataclasses, so mappings are hashable values."""
 
-    # Every subclass provides these two (as fields or properties) and ``_tasks`` for in-range workers.
-    num_workers: int
-    task_shape: tuple[int, ...]
+    # Every subclass provides these two (as fields, properties or class constants) and ``_tasks`` for
+    # in-range workers.
+    @property
+    def num_workers(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def task_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
 
     def _tasks(self, w: int) -> list[tuple[int, ...]]:
         raise NotImplementedError

@@ -77,7 +77,7 @@ def _param_dtype(kernel: Kernel, index: int) -> tuple[str, bool]:
     """The element dtype of parameter ``index`` and whether it is a pointer."""
     ty = kernel.params[index].type
     if isinstance(ty, PointerType):
-        return ty.element.dtype, True  # type: ignore[union-attr]
+        return ty.element.dtype, True
     return ty.dtype, False  # type: ignore[union-attr]
 
 

@@ -37,6 +37,8 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 S = TypeVar("S", bound=Hashable)
+#: A constraint only reads its schedule, so one written for a base schedule type serves a subclass's.
+S_in = TypeVar("S_in", bound=Hashable, contravariant=True)
 
 
 class ScheduleDoesNotFitError(ValueError):
@@ -196,11 +198,11 @@ class Param:
 
 
 @dataclass(frozen=True)
-class Constraint(Generic[S]):
+class Constraint(Generic[S_in]):
     """A named condition every runnable schedule meets; the name is what a rejection reports."""
 
     name: str
-    holds: Callable[[S], bool]
+    holds: Callable[[S_in], bool]
 
 
 @dataclass(frozen=True)

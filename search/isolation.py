@@ -119,9 +119,8 @@ class IsolatedProcess:
     ``restarts`` counts the children replaced after a crash or a time-out.
     """
 
-    def __init__(self, *, name: str = "warpmap-measure", start_method: str = "spawn",
-                 environment: Mapping[str, str] | None = None) -> None:
-        self._context = multiprocessing.get_context(start_method)
+    def __init__(self, *, name: str = "warpmap-measure", environment: Mapping[str, str] | None = None) -> None:
+        self._context = multiprocessing.get_context("spawn")
         self._name = name
         self._environment = dict(environment or {})
         self._process: BaseProcess | None = None

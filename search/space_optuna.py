@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from compiler.space import Kind, Param, Space
 
 
-def distribution(param: Param) -> BaseDistribution:
+def distribution(param: Param) -> CategoricalDistribution | IntDistribution:
     """The Optuna distribution one parameter is stored under."""
     if param.kind is Kind.CATEGORICAL:
         return CategoricalDistribution(param.storable)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.backends import cpu
+from compiler.backends.cpu import CpuConfig
 from compiler.backends.errors import KernelTimeoutError
 from compiler.backends.target import Artifact, CompileFailure, LaunchBuild, Loaded, artifact_key, program_buffers
 from compiler.backends.timing import Protocol, Samples, measure
@@ -61,11 +62,11 @@ class CpuTarget:
 
     name: str = "cpu"
     template_target: str = "cpu"
-    config: cpu.CpuConfig | None = None
+    config: CpuConfig | None = None
     cpu: CpuDevice | None = None
 
-    def _config(self) -> cpu.CpuConfig:
-        return self.config or cpu.CpuConfig.default()
+    def _config(self) -> CpuConfig:
+        return self.config or CpuConfig.default()
 
     def unavailable_reason(self) -> str | None:
         return cpu.unavailable_reason(self._config())
@@ -126,9 +127,7 @@ class CpuTarget:
         calls: list[Callable[[], None]] = []
         arrays = program_buffers(loaded, buffers)
         for kernel, args in zip(loaded.handles, launch_arguments(loaded.artifact.program, arrays), strict=True):
-            values = cpu.check_args(kernel.artifact.kernel, args)
-            # ``values`` are raw addresses: each call keeps the arrays behind them (and ``loaded``) alive.
-            calls.append(lambda f=kernel.function, v=values, w=kernel.workers, _=(loaded, arrays): f(*v, w))
+            calls.append(_bound(kernel, cpu.check_args(kernel.artifact.kernel, args), (loaded, arrays)))
         return calls
 
     def call(self, loaded: Loaded, buffers: Mapping[str, np.ndarray]) -> Callable[[], None]:
@@ -183,6 +182,17 @@ class CpuTarget:
                 np.add(scratch, 1.0, out=scratch)  # a write to every line evicts what the kernel left cached
 
         return measure(self.call(loaded, buffers), protocol, flush=flush)
+
+
+def _bound(kernel: cpu.LoadedKernel, values: list[object], keep: object) -> Callable[[], None]:
+    """A call of ``kernel`` on checked ``values``: they are raw addresses, so the call holds ``keep``, the
+    arrays behind them (and the loaded program), alive for as long as it lives."""
+    function, workers = kernel.function, kernel.workers
+
+    def call(keep: object = keep) -> None:
+        function(*values, workers)
+
+    return call
 
 
 TARGET = CpuTarget()

@@ -170,7 +170,7 @@ def stored_program(document: Mapping[str, Any], binary: bytes, *, target: str | 
     members = _binaries(bytes(binary), len(kernels))
     if kind is None:
         kind = _binary_target(members[0][1]) if 0 in members else None
-    if kind not in ROLES:
+    if kind is None or kind not in ROLES:
         raise ValueError(f"stored kernel {name!r}: target {kind!r} cannot be run from the cache "
                          f"(runnable: {', '.join(ROLES)})")
     launches = []

@@ -16,7 +16,7 @@ import ctypes
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from cuda.bindings import driver as cu
@@ -214,8 +214,8 @@ def runner(program: StoredProgram, shapes: Mapping[str, tuple[int, ...]] | None,
             for launch, function in zip(program.launches, functions, strict=True):
                 kernel = launch.kernel
                 # Pointers go as plain addresses (c_void_p): an int from an interface, or int(CUdeviceptr).
-                values = tuple(int(pointers[b]) if p.pointer else b for p, b in zip(kernel.params, launch.bindings,
-                                                                                    strict=True))
+                values = tuple(int(pointers[cast(str, b)]) if p.pointer else b  # a pointer binds a buffer's name
+                               for p, b in zip(kernel.params, launch.bindings, strict=True))
                 types = tuple(ctypes.c_void_p if p.pointer else _SCALAR_CTYPES[p.dtype] for p in kernel.params)
                 _ok(cu.cuLaunchKernel(function, *kernel.grid, *kernel.block, kernel.shared_bytes, 0,
                                       (values, types), 0), f"{kernel.entry}: cuLaunchKernel")

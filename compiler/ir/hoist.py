@@ -138,14 +138,15 @@ class _Hoister:
             return self.invariant(expr, hint)
         if isinstance(expr, Load | VectorLoad):
             return replace(expr, indices=self.indices(expr.buffer, expr.indices))
-        if isinstance(expr, Address):
-            return replace(expr, load=self.expr(expr.load))
+        if isinstance(expr, Address):  # the address of an element: its indices, as a load's
+            load = expr.load
+            return replace(expr, load=replace(load, indices=self.indices(load.buffer, load.indices)))
         return map_children(expr, self.expr, lambda b: b)
 
     def _sum(self, expr: Binary, hint: str | None) -> Expr:
         terms = _terms(expr)
         invariant = [t for t in terms if is_thread_invariant(t) and _uses_builtin(t)]
-        constants = [t for t in terms if isinstance(t, Const)]
+        constants: list[Expr] = [t for t in terms if isinstance(t, Const)]
         rest = [self.expr(t) for t in terms if not isinstance(t, Const) and not any(t is i for i in invariant)]
         head = [self.invariant(_sum(invariant), hint)] if invariant else []
         return _sum(head + rest + constants)
@@ -199,6 +200,8 @@ def hoist_thread_invariants(kernel: Kernel) -> Kernel:
     hoister = _Hoister(taken, preferred=survey.index_hints)
     body = hoister.body(kernel.body)
     lead = 0
-    while lead < len(body) and isinstance(body[lead], DeclareBuffer) and body[lead].buffer.scope == "shared":
+    for stmt in body:
+        if not (isinstance(stmt, DeclareBuffer) and stmt.buffer.scope == "shared"):
+            break
         lead += 1
     return replace(kernel, body=body[:lead] + hoister.declarations() + body[lead:])

@@ -14,7 +14,7 @@ from compiler.ir.expr import Expr, Var
 from compiler.ir.stmt import Body, Declare, For, Stmt
 from compiler.ir.types import DataType, PointerType, VectorType
 
-Node = TypeVar("Node", Expr, Stmt)
+Node = TypeVar("Node", bound=Expr | Stmt)
 
 ExprFn = Callable[[Expr], Expr]
 BodyFn = Callable[[Body], Body]

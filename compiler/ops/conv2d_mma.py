@@ -108,9 +108,10 @@ def space(spec: Conv2dSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     """The matmul tensor-core space (:func:`~compiler.ops.gemm_mma.mma_space`) for the implicit GEMM."""
     _check_dtype(spec)
     limit_n = block_limit(spec.k)
-    narrow = Constraint(f"block_n <= {limit_n} (2x the padded output channels)",
+    narrow: Constraint[MmaSchedule] = Constraint(f"block_n <= {limit_n} (2x the padded output channels)",
                         lambda s: s.block_n <= limit_n)
     limit_m = block_limit(spec.n * spec.p * spec.q)
-    short = Constraint(f"block_m <= {limit_m} (2x the padded output pixels)", lambda s: s.block_m <= limit_m)
+    short: Constraint[MmaSchedule] = Constraint(f"block_m <= {limit_m} (2x the padded output pixels)",
+                                                lambda s: s.block_m <= limit_m)
     a_k_contiguous = ImplicitGemm(spec).a_k_contiguous(a_chunk(spec, WIDEST))
     return mma_space("conv2d_mma", device, level, a_k_contiguous, True, extra=(narrow, short))

@@ -58,7 +58,7 @@ def constraints(spec: Conv2dSpec, device: DeviceSpec, *, scalar_choice: bool = T
         vec_a, vec_b = operand_vectors(spec, s.vector)
         return s.loads_divide(gemm.a_k_contiguous(vec_a), vec_a, True, vec_b)
 
-    rules = (
+    rules: tuple[Constraint[SimtSchedule], ...] = (
         Constraint(f"threads per block <= {device.max_threads_per_block}",
                    lambda s: s.threads <= device.max_threads_per_block),
         Constraint(f"shared memory <= {device.max_shared_static} B",

@@ -189,7 +189,7 @@ def clamp_count(limit: Expr | int, start: Expr, width: int) -> Expr:
     return max_(0, min_(limit - start, width))
 
 
-def _load_a(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, row0: Expr, kk: int, lane: Expr) -> None:
+def _load_a(frag: Expr, smem: Buffer, stage: Expr, operand: Operand, row0: Expr, kk: int, lane: Expr) -> None:
     """ldmatrix x4 of the 16 x 16 A tile at (row0, kk): matrices (m lo, k lo), (m hi, k lo), (m lo, k hi) ..."""
     if operand.k_contiguous:
         address = smem.address(*operand.at(stage, row0 + lane % 16, kk + lane // 16 * 8))
@@ -199,7 +199,7 @@ def _load_a(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, row0: Exp
         call(extern_call("wm_ldmatrix_x4_trans", frag, address))
 
 
-def _load_b(frag: Buffer, smem: Buffer, stage: Expr, operand: Operand, col0: Expr, kk: int, lane: Expr) -> None:
+def _load_b(frag: Expr, smem: Buffer, stage: Expr, operand: Operand, col0: Expr, kk: int, lane: Expr) -> None:
     """ldmatrix x4 of two 16 x 8 B tiles at columns col0 and col0 + 8: (n0, k lo), (n0, k hi), (n1, k lo) ..."""
     if operand.k_contiguous:  # stored [n][k]: each 8 x 8 matrix is already B's column fragment
         address = smem.address(*operand.at(stage, col0 + lane // 16 * 8 + lane % 8, kk + lane // 8 % 2 * 8))

@@ -134,6 +134,6 @@ def space(spec: MatmulSpec, device: DeviceSpec, level: int) -> Space[MmaSchedule
     if spec.dtype not in DTYPES:
         raise ValueError(f"the tensor-core matmul takes float16 or bfloat16, not {spec.dtype!r}")
     limit_m, limit_n = block_limit(spec.m), block_limit(spec.n)
-    narrow = Constraint(f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
+    narrow: Constraint[MmaSchedule] = Constraint(f"block tile within {limit_m} x {limit_n} (2x the padded problem)",
                         lambda s: s.block_m <= limit_m and s.block_n <= limit_n)
     return mma_space("matmul_mma", device, level, spec.layout_a == "row", spec.layout_b == "col", extra=(narrow,))

@@ -43,9 +43,10 @@ def get_strategy(name: str) -> Strategy:
     return STRATEGIES[name]()
 
 
-def search(space: Space[Any], objective: Objective, strategy: str | Strategy, budget: Budget, **options: Any
-           ) -> SearchResult:
-    """Run ``strategy`` (a name or a Strategy) on ``space``; ``options`` go to ``run_search``."""
+def search(space: Space[Any], objective: Objective | None, strategy: str | Strategy, budget: Budget,
+           **options: Any) -> SearchResult:
+    """Run ``strategy`` (a name or a Strategy) on ``space``; ``options`` go to ``run_search`` (an
+    ``evaluate`` there stands for the objective, which may then be None)."""
     chosen = get_strategy(strategy) if isinstance(strategy, str) else strategy
     return run_search(space, objective, chosen, budget, **options)
 

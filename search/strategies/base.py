@@ -91,8 +91,8 @@ class SearchResult:
 
     @property
     def best(self) -> TrialRecord | None:
-        ok = [t for t in self.trials if t.value is not None]
-        return min(ok, key=lambda t: t.value) if ok else None
+        ok = [(t.value, i) for i, t in enumerate(self.trials) if t.value is not None]
+        return self.trials[min(ok)[1]] if ok else None
 
 
 @dataclass
@@ -115,7 +115,8 @@ class Strategy(Protocol):
     """A way to choose the next point. ``sampler`` is the Optuna sampler asked when ``propose`` has
     no point of its own (returns None); a strategy that always proposes uses it only as a fallback."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def sampler(self, space: Space[Any], seed: int) -> optuna.samplers.BaseSampler: ...
 

@@ -153,11 +153,11 @@ def run_search(
     shared = storage is not None and not isinstance(storage, optuna.storages.InMemoryStorage)
     loop = _Loop(space, study, strategy, budget, random.Random(seed), on_trial,
                  _Sharing(worker or worker_id(), lost_after_s, heartbeat_s) if shared else None, first)
-    first = True
+    opening = True
     while True:
-        if not first:  # what other workers did meanwhile (the first read was the loop's own)
+        if not opening:  # what other workers did meanwhile (the first read was the loop's own)
             loop.sync()
-        first = False
+        opening = False
         stop = loop.stop_reason()
         if not stop and should_stop is not None and should_stop():
             stop = "stopped"

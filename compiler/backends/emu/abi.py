@@ -99,7 +99,7 @@ class SharedFile:
 
     def array(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
         raw = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(self.address + offset)
-        return np.frombuffer(raw, dtype=dtype, count=count)
+        return np.frombuffer(memoryview(raw), dtype=dtype, count=count)
 
     def write(self, offset: int, data: bytes) -> None:
         ctypes.memmove(self.address + offset, data, len(data))

@@ -345,12 +345,12 @@ def _write_description(shared: SharedFile, header: _Header, binary: EmuBinary, a
                           s.guard_lo if check_bounds else 0, s.guard_hi if check_bounds else 0,
                           _GUARD if check_bounds else 0, header.strings[a.name], header.strings[a.dtype])
     argv = (ctypes.c_uint64 * max(1, len(kernel.params))).from_address(base + header.argv)
-    for i, (p, a) in enumerate(zip(kernel.params, args, strict=True)):
+    for i, (p, arg) in enumerate(zip(kernel.params, args, strict=True)):
         which = array_of_param[i]
         if which is not None:
             argv[i] = slots[which].data
         else:
-            shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, a))
+            shared.write(header.scalars + 8 * i, _scalar_bytes(kernel, p, arg))
             argv[i] = header.scalars + 8 * i
     desc = LaunchDesc.from_address(base + DESC_OFFSET)
     desc.entry_symbol = header.strings[ENTRY_SYMBOL]

@@ -327,11 +327,11 @@ def _build_patches_inside(spec: Conv2dSpec, schedule: ConvSchedule, tile: gemm.G
     conv = ConvGemm(spec)
     m, n, k = conv.mnk
     c_batch_stride, c_row_stride = conv.c_strides
-    strides = {"c_batch_stride": c_batch_stride, "c_row_stride": c_row_stride}
     if conv.image_is_b:
         patches = nchw_patch_packer(spec, tile.nr, schedule.pack_mode)
         compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
-                                              a_batched=False, b_packer=patches, **strides)
+                                              a_batched=False, b_packer=patches,
+                                              c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
         weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.mr, schedule.pack_panels)
         workspaces = (Workspace("wp", gemm.packed_a_shape(1, m, k, tile), "float32"),
                       Workspace("bw", gemm.packing_b_workspace_shape(conv.batch, m, n, tile), "float32",
@@ -339,7 +339,8 @@ def _build_patches_inside(spec: Conv2dSpec, schedule: ConvSchedule, tile: gemm.G
         bindings = ("wp", "x", "bw", "y")
     else:
         compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
-                                              b_batched=False, a_packer=nhwc_patch_packer(spec, tile.mr), **strides)
+                                              b_batched=False, a_packer=nhwc_patch_packer(spec, tile.mr),
+                                              c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
         weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.nr, schedule.pack_panels)
         workspaces = (Workspace("wp", gemm.packed_b_shape(1, k, n, tile), "float32"),
                       Workspace("aw", gemm.packing_a_workspace_shape(conv.batch, m, n, tile), "float32",

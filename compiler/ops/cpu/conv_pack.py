@@ -298,8 +298,11 @@ def _pack_run(spec: Conv2dSpec, x: Buffer, bp: Buffer, image: Expr, tile: Expr, 
         for s in range_(spec.s, name="s"):
             kk = let("kk", (c * spec.r + r) * spec.s + s)
             w0 = let("w0", column * sw - pw + s * dw)
-            _tap_run(spec, x, image, c, h, h_inside, w0, count,
-                     lambda lane, value, kk=kk: bp.__setitem__((image, tile, kk, lo + lane), value))
+
+            def put(lane: Expr, value: Expr | float, kk: Expr = kk) -> None:
+                bp[image, tile, kk, lo + lane] = value
+
+            _tap_run(spec, x, image, c, h, h_inside, w0, count, put)
 
 
 def _tap_run(spec: Conv2dSpec, x: Buffer, image: Expr, c: Expr, h: Expr, h_inside: Expr, w0: Expr, count: Expr,
@@ -347,8 +350,11 @@ def pack_nhwc_patches_kernel(name: str, spec: Conv2dSpec, mr: int, panels: int) 
                 for r in range_(spec.r, name="r"):
                     for s in range_(spec.s, name="s"):
                         kk0 = let("kk0", (r * spec.s + s) * spec.c)
-                        _nhwc_tap(spec, x, lanes, r, s, None, spec.c, lambda c, lane, value, kk0=kk0, tile=tile:
-                                  ap.__setitem__((tile, kk0 + c, lane), value))
+
+                        def put(c: Expr, lane: int, value: Expr | float, kk0: Expr = kk0, tile: Expr = tile) -> None:
+                            ap[tile, kk0 + c, lane] = value
+
+                        _nhwc_tap(spec, x, lanes, r, s, None, spec.c, put)
     return lower(k.kernel)
 
 
@@ -377,8 +383,11 @@ def _panel_nhwc(spec: Conv2dSpec, x: Buffer, mr: int, at: PanelRows) -> None:
         c_lo = let("c_lo", max_(0, at.k0 - tap * spec.c))
         count = let("count", min_(spec.c, at.k0 + at.kc - tap * spec.c) - c_lo)
         kk0 = let("kk0", tap * spec.c + c_lo - at.k0)
-        _nhwc_tap(spec, x, lanes, r, s, c_lo, count,
-                  lambda c, lane, value, kk0=kk0: at.aw.__setitem__((at.slot, at.pp, kk0 + c, lane), value))
+
+        def put(c: Expr, lane: int, value: Expr | float, kk0: Expr = kk0) -> None:
+            at.aw[at.slot, at.pp, kk0 + c, lane] = value
+
+        _nhwc_tap(spec, x, lanes, r, s, c_lo, count, put)
 
 
 Lane = tuple[Expr, Expr, Expr, Expr]
@@ -388,7 +397,7 @@ def _nhwc_lanes(spec: Conv2dSpec, first: Expr, mr: int) -> list[Lane]:
     """For each of the ``mr`` pixels from ``first`` (numbered across images): the pixel, its image, and
     the input row and column its filter's first tap reads."""
     (sh, sw), (ph, pw) = spec.stride, spec.padding
-    lanes = []
+    lanes: list[Lane] = []
     for lane in range(mr):
         pixel = let(f"pixel{lane}", first + lane)
         lanes.append((pixel, let(f"image{lane}", pixel // (spec.p * spec.q)),

@@ -336,7 +336,8 @@ def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, til
         c = kb.tensor("c", f32, (c_size,))
         b = blockIdx.z
         ab, bb = (b if a_batched else 0), (b if b_batched else 0)
-        slot = let("slot", worker_slot()) if packing else None
+        if packing:
+            slot = let("slot", worker_slot())
         p0 = let("p0", blockIdx.y * (mc // mr))
         q0 = let("q0", blockIdx.x * (nc // nr))
         p_count = let("p_count", min_(panels_m - p0, mc // mr))
@@ -356,15 +357,16 @@ def compute_packing_kernel(name: str, *, batch: int, m: int, n: int, k: int, til
             for qq in range_(q_count, name="qq"):
                 for pp in range_(p_count, name="pp"):
                     p, q = p0 + pp, q0 + qq
-                    a_at: Panel = (
-                        (lambda kk, i, p=p, k0=k0: ap[ab, p, k0 + kk, i]) if a_packer is None
-                        else (lambda kk, i, pp=pp: aw[slot, pp, kk, i]))
-                    b_at: Panel = (
-                        (lambda kk, j, q=q, k0=k0: bp[bb, q, k0 + kk, j]) if b_packer is None
-                        else (lambda kk, j, qq=qq: bw[slot, qq, kk, j]))
+                    a_at = _panel(ap, ab, p, k0=k0) if a_packer is None else _panel(aw, slot, pp)
+                    b_at = _panel(bp, bb, q, k0=k0) if b_packer is None else _panel(bw, slot, qq)
                     _micro_kernel(c, tile, a_at, b_at, row0=p * mr, col0=q * nr, kc=kc, first=k0 == 0, m=m, n=n,
                                   batch_index=b, c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
     return lower(kb.kernel)
+
+
+def _panel(buffer: Buffer, *lead: Expr | int, k0: Expr | None = None) -> Panel:
+    """Reads of a packed panel: ``buffer[*lead, k0 + kk, i]`` at step ``kk``, row or column ``i``."""
+    return lambda kk, i: buffer[(*lead, kk if k0 is None else k0 + kk, i)]
 
 
 def _pack_b_slice(src: Buffer, layout: str, nr: int, at: PanelSlice) -> None:
@@ -431,9 +433,9 @@ def _micro_kernel(c: Buffer, tile: GemmTile, a_at: Panel, b_at: Panel, *, row0: 
         # Rows and columns clamped into C: a hint for a line outside the tensor would be wasted.
         last_row = let("last_row", min_(m - 1 - row0, mr - 1))
         last_col = let("last_col", min_(n - 1 - col0, nr - 1))
-        for i in range(mr):
+        for row in range(mr):
             for line in range(0, nr, LINE_FLOATS):
-                offset = _in_c(c, min_(last_row, i)) * c_row_stride + _in_c(c, min_(last_col, line))
+                offset = _in_c(c, min_(last_row, row)) * c_row_stride + _in_c(c, min_(last_col, line))
                 call(prefetch(c.address(tile_c + offset), write=True))
     acc = registers("acc", f32, (mr, nr))
     for i in range_(mr, name="i", unroll=True):

@@ -193,26 +193,25 @@ def build(spec: MatmulSpec, schedule: GemmTile) -> Program:
     ``GemmTile`` packs B in a launch of its own."""
     _check_spec(spec)
     batch, m, n, k = spec.batch, spec.m, spec.n, spec.k
-    strides = {"c_batch_stride": m * n, "c_row_stride": n}
     pack_a = pack_a_kernel("cpu_matmul_pack_a", batch=batch, m=m, k=k, tile=schedule, layout=spec.layout_a)
     ap = Workspace("ap", packed_a_shape(batch, m, k, schedule), "float32")
     pack_b_inside = matrix_b_packer(spec.layout_b, batch=batch, k=k, n=n, nr=schedule.nr)
     if getattr(schedule, "pack_a_inside", False) and getattr(schedule, "pack_b_inside", False):
         compute = compute_packing_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
                                          a_packer=matrix_a_packer(spec.layout_a, batch=batch, m=m, k=k, mr=schedule.mr),
-                                         b_packer=pack_b_inside, **strides)
+                                         b_packer=pack_b_inside, c_batch_stride=m * n, c_row_stride=n)
         workspaces = (Workspace("aw", packing_a_workspace_shape(batch, m, n, schedule), "float32", per_worker=True),
                       Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True))
         return Program(TEMPLATE, ("a", "b", "c"), (Launch(compute, ("a", "b", "aw", "bw", "c")),), workspaces)
     if getattr(schedule, "pack_b_inside", False):
         compute = compute_packing_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule,
-                                         b_packer=pack_b_inside, **strides)
+                                         b_packer=pack_b_inside, c_batch_stride=m * n, c_row_stride=n)
         bw = Workspace("bw", packing_b_workspace_shape(batch, m, n, schedule), "float32", per_worker=True)
-        launches = (Launch(pack_a, ("a", "ap")), Launch(compute, ("ap", "b", "bw", "c")))
+        launches: tuple[Launch, ...] = (Launch(pack_a, ("a", "ap")), Launch(compute, ("ap", "b", "bw", "c")))
         return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bw))
     pack_b = pack_b_kernel("cpu_matmul_pack_b", batch=batch, k=k, n=n, tile=schedule, layout=spec.layout_b)
     compute = compute_kernel("cpu_matmul", batch=batch, m=m, n=n, k=k, tile=schedule, a_batched=True,
-                             b_batched=True, **strides)
+                             b_batched=True, c_batch_stride=m * n, c_row_stride=n)
     bp = Workspace("bp", packed_b_shape(batch, k, n, schedule), "float32")
     launches = (Launch(pack_a, ("a", "ap")), Launch(pack_b, ("b", "bp")), Launch(compute, ("ap", "bp", "c")))
     return Program(TEMPLATE, ("a", "b", "c"), launches, (ap, bp))
