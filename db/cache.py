@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVarTuple
 
 from sqlalchemy import JSON, Select, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
@@ -91,7 +91,11 @@ class ImportReport:
     kept: int  # the local entry was as fast or faster
 
 
-def _filtered(query: Select[Any], where: KernelFilter) -> Select[Any]:
+#: The columns of the query a filter narrows: the whole kernel row, or a count of them.
+_Columns = TypeVarTuple("_Columns")
+
+
+def _filtered(query: Select[*_Columns], where: KernelFilter) -> Select[*_Columns]:
     if where.op is not None:
         query = query.where(Workload.op == where.op)
     if where.workload is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVarTuple
 
 from sqlalchemy import Select, and_, delete, func, select, text, update
 from sqlalchemy.orm import Session
@@ -44,7 +44,7 @@ from db.repository import (
 _ACTIVE_PREDICATE = text(ACTIVE_JOB_PREDICATE)
 
 
-def _job_query() -> Select[Any]:
+def _job_query() -> Select[Job, Workload, Device, Toolchain]:
     return (
         select(Job, Workload, Device, Toolchain)
         .join(Workload, Job.workload_id == Workload.id)
@@ -161,7 +161,11 @@ def submit_unless_tuned(
     return hit
 
 
-def _job_filter(query: Select[Any], status: str | None, op: str | None) -> Select[Any]:
+#: The columns of the query a filter narrows: the whole job row, or a count of them.
+_Columns = TypeVarTuple("_Columns")
+
+
+def _job_filter(query: Select[*_Columns], status: str | None, op: str | None) -> Select[*_Columns]:
     if status is not None:
         if status not in JOB_STATUSES:
             raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")

@@ -130,7 +130,7 @@ def save_kernel(
     return session.execute(stmt).first() is not None
 
 
-def kernel_query() -> Select[Any]:
+def kernel_query() -> Select[Kernel, Workload, Device, Toolchain]:
     return (
         select(Kernel, Workload, Device, Toolchain)
         .join(Workload, Kernel.workload_id == Workload.id)

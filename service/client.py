@@ -17,6 +17,7 @@ cancelled) and :class:`TuningTimeoutError` (a ``TimeoutError``: the job is still
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -198,15 +199,15 @@ class Client:
         polling every ``poll_s`` to 10 x ``poll_s``). Raises :class:`TuningFailedError` if the job fails
         or is cancelled, :class:`TuningTimeoutError` if it is still going when the wait ends."""
         started = time.monotonic()
-        request = {"target": target, "strategy": strategy, "budget": budget, "level": level, "seed": seed,
-                   "warm_start": warm_start}
+        submit = functools.partial(self.submit, spec, target=target, strategy=strategy, budget=budget, level=level,
+                                   seed=seed, warm_start=warm_start)
         try:
-            kernel, tuning = self.submit(spec, **request, wait=min(wait, MAX_HOLD_S))
+            kernel, tuning = submit(wait=min(wait, MAX_HOLD_S))
         except InvalidRequestError as exc:
             if "query.wait" not in exc.fields:
                 raise
             # The service holds requests for less than asked: an identical request joins the job; poll it.
-            kernel, tuning = self.submit(spec, **request)
+            kernel, tuning = submit()
         if kernel is not None:
             return kernel
         if tuning is None:

@@ -52,7 +52,9 @@ def _rename(pairs: list[tuple[str, str, str]]) -> None:
         return
     inspector = sa.inspect(bind)
     for table in dict.fromkeys(table for table, _, _ in pairs):
-        stored = {c["name"]: c["sqltext"] for c in inspector.get_check_constraints(table)}
+        # SQLite reports an unnamed CHECK with the name None: no rename can name it, and a None key would
+        # make sorted() below raise a TypeError in place of the missing-constraint error.
+        stored = {c["name"]: c["sqltext"] for c in inspector.get_check_constraints(table) if c["name"] is not None}
         renames = [(old, new) for t, old, new in pairs if t == table]
         missing = [old for old, _ in renames if old not in stored]
         if missing:

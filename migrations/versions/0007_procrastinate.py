@@ -11,6 +11,7 @@ Create Date: 2026-12-02
 from __future__ import annotations
 
 import re
+from contextlib import closing
 
 from alembic import op
 
@@ -32,7 +33,10 @@ def _execute_raw(sql: str) -> None:
     # Straight to the driver: the script has no parameters, and SQLAlchemy's text() would read its
     # ``:name`` and ``%`` as placeholders.
     connection = op.get_bind().connection.dbapi_connection
-    with connection.cursor() as cursor:
+    # None only once the pool has invalidated or detached it, never for the migration's open connection.
+    assert connection is not None
+    # closing(): DB-API cursors need not be context managers (psycopg's __exit__ only closes it).
+    with closing(connection.cursor()) as cursor:
         cursor.execute(sql)
 
 
@@ -48,7 +52,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    kinds = {"TABLE": [], "TYPE": [], "FUNCTION": []}
+    kinds: dict[str, list[str]] = {"TABLE": [], "TYPE": [], "FUNCTION": []}
     for kind, name in _OBJECT.findall(_schema()):
         kinds[kind].append(name)
     # Tables first (their triggers go with them), then the functions and types they used.

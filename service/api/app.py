@@ -45,7 +45,7 @@ def _default_dispatcher(settings: Settings) -> Dispatcher:
     # The job engine's package (service.jobs) pulls in the queue's client; only a served app needs it.
     from service.jobs import dispatcher_for
 
-    return dispatcher_for(settings)  # type: ignore[no-any-return]
+    return dispatcher_for(settings)
 
 
 def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | None = None) -> FastAPI:

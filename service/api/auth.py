@@ -22,13 +22,14 @@ from service.api.state import ApiState
 
 Scope = Literal["read", "tune", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "tune", "admin")
-_RANK = {scope: rank for rank, scope in enumerate(SCOPES)}
+# Keyed by str: a stored key's scopes are whatever its row holds, and an unknown one ranks below every scope.
+_RANK: dict[str, int] = {scope: rank for rank, scope in enumerate(SCOPES)}
 
 bearer = HTTPBearer(auto_error=False, description="an API key from `warpmap keys create`")
 
 
 async def api_state(request: Request) -> ApiState:
-    return request.app.state.api  # type: ignore[no-any-return]
+    return request.app.state.api
 
 
 def allows(scopes: tuple[str, ...], needed: Scope) -> bool:
@@ -48,7 +49,7 @@ async def _key_for(state: ApiState, token: str) -> ApiKeyRecord | None:
     async def load() -> ApiKeyRecord | None:
         return await state.read(find_api_key, token=token)
 
-    return await state.keys.fetch(hash_token(token), load)  # type: ignore[no-any-return]
+    return await state.keys.fetch(hash_token(token), load)
 
 
 def require(needed: Scope) -> Callable[..., Awaitable[ApiKeyRecord | None]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 from compiler.roofline import roofline_fields, stored_roofline
 from db.records import CachedKernel, DeviceInfo, JobRecord, ToolchainInfo, TrialRecord
@@ -65,18 +65,16 @@ def kernel(kernel: CachedKernel, exact: bool | None = None) -> schemas.Kernel:
 def tuning(job: JobRecord, kernel_id: int | None) -> schemas.Tuning:
     options = dict(job.options or {})
     progress = {k: v for k, v in dict(job.progress or {}).items() if k in schemas.Progress.model_fields}
+    # The wm_jobs CHECK constraint holds status to db.models.JOB_STATUSES, the values JobStatus spells.
+    status = cast(schemas.JobStatus, job.status)
     return schemas.Tuning(
-        id=job.id, status=job.status, operator={"op": job.workload.op, **dict(job.workload.spec)},
+        id=job.id, status=status, operator={"op": job.workload.op, **dict(job.workload.spec)},
         target=job.target, queue=job.queue, device=device(job.device), strategy=job.strategy,
         budget=dict(job.budget), level=int(options.get("level", 2)),
         warm_start=bool(options.get("warm_start", True)), worker=job.worker,
         progress=schemas.Progress(**progress), error=job.error, attempts=job.attempts, created_at=job.created_at,
         started_at=job.started_at, finished_at=job.finished_at, kernel_id=kernel_id,
     )
-
-
-def _ms(us: float | None) -> float | None:
-    return None if us is None else us / 1e3
 
 
 def trial(record: TrialRecord) -> schemas.Trial:

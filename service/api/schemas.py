@@ -11,11 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler.ops import operators
+from compiler.ops.spec import OpSpec
 from search.strategies import STRATEGIES
 
 #: ``cpu``, ``cuda`` (any GPU worker) or ``cuda:N`` (the workers of GPU N).
@@ -23,18 +24,30 @@ TARGET_PATTERN = r"^(cpu|cuda(:[0-9]{1,3})?)$"
 #: The largest id a row can have on either database (PostgreSQL's ``integer``).
 MAX_ID = 2**31 - 1
 
-OperatorSpec = Annotated[
-    reduce(or_, [operator.spec_model for _, operator in sorted(operators().items())]),
-    Field(discriminator="op", description="the operator and its sizes; `op` picks the operator"),
-]
-StrategyName = Literal.__getitem__(("default", *STRATEGIES))  # type: ignore[attr-defined]
+if TYPE_CHECKING:
+    # Both types are built at import time from registries (the operator modules, STRATEGIES), which a
+    # checker cannot enumerate: it sees what every member has in common. Pydantic reads the real ones below.
+    class OperatorSpec(OpSpec):
+        """Any operator's spec model: an OpSpec whose subclass declares ``op: Literal[<its name>]``."""
+
+        op: str
+
+    StrategyName: TypeAlias = str
+else:
+    OperatorSpec = Annotated[
+        reduce(or_, [operator.spec_model for _, operator in sorted(operators().items())]),
+        Field(discriminator="op", description="the operator and its sizes; `op` picks the operator"),
+    ]
+    StrategyName = Literal.__getitem__(("default", *STRATEGIES))
 
 
 def operator_examples() -> list[dict[str, Any]]:
     """Every operator's own examples, in name order: the request examples of the schema."""
     found: list[dict[str, Any]] = []
     for _, operator in sorted(operators().items()):
-        found.extend(operator.spec_model.model_config.get("json_schema_extra", {}).get("examples", []))  # type: ignore[union-attr]
+        # Operators give their examples as {"examples": [spec, ...]}, none as the callable pydantic also allows.
+        extra = cast(dict[str, list[dict[str, Any]]], operator.spec_model.model_config.get("json_schema_extra", {}))
+        found.extend(extra.get("examples", []))
     return found
 
 
@@ -58,7 +71,7 @@ class TuningRequest(Strict):
     operator: OperatorSpec
     target: str | None = Field(default=None, pattern=TARGET_PATTERN,
                                description="cpu, cuda or cuda:N; default cuda when a GPU worker is registered")
-    strategy: StrategyName = "default"  # type: ignore[valid-type]
+    strategy: StrategyName = "default"
     budget: BudgetRequest = Field(default_factory=BudgetRequest)
     level: Literal[1, 2] = Field(default=2, description="schedule space level: 1 small, 2 production")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)

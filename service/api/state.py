@@ -177,7 +177,7 @@ class ApiState:
         hit = await self.kernels.fetch(memo, load, keep=lambda found: found is not None)
         if hit is not None:
             self.uses.hit(hit.kernel.id)
-        return hit  # type: ignore[no-any-return]
+        return hit
 
     def key_used(self, key: ApiKeyRecord, at: datetime) -> None:
         self.uses.key_used(key.id, at)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -304,7 +304,7 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def open_file(name: str, mode: str) -> TextIO:
+def open_file(name: str, mode: Literal["r", "w"]) -> TextIO:
     try:
         return Path(name).open(mode, encoding="utf-8")
     except OSError as exc:

@@ -62,7 +62,7 @@ def _shown(value: Any) -> str:
 
 def _description(schema: dict[str, Any]) -> list[str]:
     """The model's docstring without its doctests, as lines."""
-    lines = []
+    lines: list[str] = []
     for line in schema.get("description", "").splitlines():
         if line.startswith((">>>", "...")) or (lines and lines[-1].startswith(">>>")):
             break
