@@ -34,14 +34,15 @@ def checked_default(n: int, workers: int | None = None) -> tuple[Any, Any, dict[
     (``search.verify``: random inputs, outputs poisoned, the operator's tolerance), then loaded: (target,
     loaded program, its buffers). Exits naming the error when the check fails."""
     from compiler.backends import cpu, get_target
-    from compiler.backends.cpu_target import CpuTarget
     from compiler.ops import get_operator, parse_spec
     from search.verify import Oracle, check_schedule
 
     spec = parse_spec({"op": "matmul", "m": n, "n": n, "k": n})
     operator = get_operator("matmul")
-    target = get_target("cpu") if workers is None else CpuTarget(config=replace(cpu.CpuConfig.default(),
-                                                                                workers=workers))
+    # Not CpuTarget(...): get_target makes the same target, typed as a Target, which mypy does not take a
+    # frozen CpuTarget for (the protocol's name and template_target are settable).
+    target = get_target("cpu") if workers is None else get_target(
+        "cpu", config=replace(cpu.CpuConfig.default(), workers=workers))
     space = operator.space(spec, target.device(), 2)
     values = space.default_values()
     assert values is not None, "the template has no default schedule for this shape"

@@ -92,11 +92,10 @@ def torch_call(spec: Conv2dSpec, inputs: dict[str, np.ndarray], reference: np.nd
     x, weight = torch.from_numpy(inputs["x"]), torch.from_numpy(inputs["weight"])
     if spec.layout == "NHWC":  # the same memory, seen as NCHW tensors in channels_last format
         x, weight = x.permute(0, 3, 1, 2), weight.permute(0, 3, 1, 2)
-    options = {"stride": spec.stride, "padding": spec.padding, "dilation": spec.dilation}
 
-    def run() -> object:
+    def run() -> torch.Tensor:
         with torch.no_grad():
-            return functional.conv2d(x, weight, **options)
+            return functional.conv2d(x, weight, stride=spec.stride, padding=spec.padding, dilation=spec.dilation)
 
     got = run().numpy()  # NCHW, or an NCHW view of channels_last memory
     if spec.layout == "NHWC":

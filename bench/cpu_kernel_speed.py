@@ -32,6 +32,7 @@ import importlib.util
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from service.cli.table import format_table
 _EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "host_kernels.py"
 
 
-def _host_kernels():  # type: ignore[no-untyped-def]
+def _host_kernels() -> ModuleType:
     spec = importlib.util.spec_from_file_location("host_kernels_example", _EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -30,6 +30,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
+import functools
+import operator
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +47,7 @@ from compiler.cpu_device import CpuDevice, detect_cpu
 from compiler.numeric import relative_error, tolerance
 from compiler.ops.cpu import reduce as cpu_reduce
 from compiler.ops.cpu import softmax as cpu_softmax
-from compiler.ops.reduce import ReduceSpec, reduce_min_bytes, reduce_outputs, reduce_reference
+from compiler.ops.reduce import Kind, ReduceSpec, reduce_min_bytes, reduce_outputs, reduce_reference
 from compiler.ops.softmax import SoftmaxSpec, softmax_min_bytes, softmax_outputs, softmax_reference
 from compiler.program import Program
 from service.cli.table import format_table
@@ -53,7 +55,9 @@ from service.cli.table import format_table
 try:
     import torch
 except ImportError:  # torch is a peer, not a dependency
-    torch = None
+    # mypy types the name as torch's module, which None is not; where torch is not installed the name is Any
+    # and the ignore goes unused.
+    torch = None  # type: ignore[assignment, unused-ignore]
 
 PROTOCOL = Protocol(warmup_ms=20, min_repetitions=10, target_ms=60)
 QUICK = Protocol(warmup_ms=5, min_repetitions=3, target_ms=15)
@@ -95,14 +99,14 @@ def _np_softmax(x: np.ndarray) -> np.ndarray:
 def workloads() -> list[Workload]:
     rows: list[Workload] = [Workload("softmax 4096x1000", SoftmaxSpec(rows=4096, cols=1000), cpu_softmax,
                                      _np_softmax, lambda t: torch.softmax(t, dim=1))]
-    reducers = {"sum": (np.sum, "sum"), "max": (np.max, "amax"), "mean": (np.mean, "mean")}
+    reducers: dict[Kind, tuple[Callable[..., Any], str]] = {
+        "sum": (np.sum, "sum"), "max": (np.max, "amax"), "mean": (np.mean, "mean")}
     for axis in (1, 0):
         for kind, (np_fn, torch_name) in reducers.items():
             rows.append(Workload(
-                f"{kind} 4096x1000 axis {axis}", ReduceSpec(shape=[4096, 1000], axis=axis, kind=kind), cpu_reduce,
-                lambda x, f=np_fn, a=axis: f(x, axis=a),
-                lambda t, n=torch_name, a=axis: getattr(t, n)(dim=a)))
-    rows.append(Workload("sum 16M (1-D)", ReduceSpec(shape=[1 << 24], axis=0, kind="sum"), cpu_reduce,
+                f"{kind} 4096x1000 axis {axis}", ReduceSpec(shape=(4096, 1000), axis=axis, kind=kind), cpu_reduce,
+                functools.partial(np_fn, axis=axis), operator.methodcaller(torch_name, dim=axis)))
+    rows.append(Workload("sum 16M (1-D)", ReduceSpec(shape=(1 << 24,), axis=0, kind="sum"), cpu_reduce,
                          np.sum, lambda t: t.sum()))
     return rows
 
@@ -184,10 +188,9 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             calls[who], error = checked_call(work, schedule, x, cfg)
             errors[who] = f"err {error:.1e}"
-        calls["numpy"] = lambda w=work, a=x: w.numpy(a)
+        calls["numpy"] = functools.partial(work.numpy, x)
         if torch is not None and work.torch is not None:
-            tx = torch.from_numpy(x)
-            calls["torch"] = lambda w=work, t=tx: w.torch(t)
+            calls["torch"] = functools.partial(work.torch, torch.from_numpy(x))
         samples = _interleaved(calls, args.rounds)
         numpy_ms = percentile([s * 1e-6 for s in samples["numpy"]], 50)
         for who in (*calls, *([] if torch is not None else ["torch"])):

@@ -53,6 +53,7 @@ os.environ.setdefault("OMP_PROC_BIND", "true")
 import argparse
 import dataclasses
 import datetime
+import functools
 import importlib
 import random
 import sys
@@ -61,6 +62,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -113,7 +115,7 @@ def _tuned_program(spec: MatmulSpec, trials: int) -> tuple[Program, str, float]:
         " B-in-block" if result.values.get("pack_b_inside") else ""), time.perf_counter() - start
 
 
-def _try_torch():  # type: ignore[no-untyped-def]
+def _try_torch() -> ModuleType | None:
     try:
         import torch
     except ImportError:
@@ -179,7 +181,7 @@ def measured_peak(ctx: Context) -> float:
                                                                           target_ms=200), clock=ctx.clock)
 
 
-def neighbours(spec: MatmulSpec, device: CpuDevice, tile: GemmTile) -> list[GemmTile]:
+def neighbours(spec: MatmulSpec, device: CpuDevice, tile: matmul.CpuMatmulSchedule) -> list[matmul.CpuMatmulSchedule]:
     """The level-2 tiles that differ from ``tile`` in one parameter (a one-step local search)."""
     found = matmul.space(spec, device, 2)
     values = schedule_values(tile)
@@ -240,7 +242,7 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
         tuned, default, spent = _sweep(spec, ctx, a, b)
         a2, b2 = a.reshape(m, k), b.reshape(k, n)
         calls: dict[str, Call] = {
-            "numpy": lambda a2=a2, b2=b2: np.matmul(a2, b2),
+            "numpy": functools.partial(np.matmul, a2, b2),
             "tuned": _matmul_call(spec, tuned, ctx, a, b),
             "default": _matmul_call(spec, default, ctx, a, b),
         }
@@ -250,8 +252,7 @@ def section_matmul(ctx: Context, shapes: list[str]) -> list[list[str]]:
             calls["tune"] = _program_checked(spec, program, ctx, a, b)
             tune_note += f" ({ctx.tune_trials} trials, {tune_s:.0f} s)"
         if torch is not None:
-            ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
-            calls["torch"] = lambda ta=ta, tb=tb: torch.matmul(ta, tb)
+            calls["torch"] = functools.partial(torch.matmul, torch.from_numpy(a2), torch.from_numpy(b2))
         samples = _timed(calls, ctx.rounds, ctx.protocol, ctx.clock)
         flops = 2 * m * n * k
         numpy_median = _rates(flops, samples["numpy"])[0]
@@ -295,7 +296,7 @@ def section_packing(ctx: Context, shapes: list[str]) -> list[list[str]]:
         tiles = {name: dataclasses.replace(default, pack_b_inside=inside_b, pack_a_inside=inside_a)
                  for name, (inside_b, inside_a) in PACKINGS.items()}
         calls: dict[str, Call] = {name: _matmul_call(spec, tile, ctx, a, b) for name, tile in tiles.items()}
-        calls["numpy"] = lambda a=a, b=b: np.matmul(a, b)
+        calls["numpy"] = functools.partial(np.matmul, a, b)
         samples = _timed(calls, ctx.rounds, ctx.protocol, ctx.clock)
         flops = 2 * batch * m * n * k
         rates = {name: _rates(flops, samples[name]) for name in calls}

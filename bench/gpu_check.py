@@ -21,7 +21,7 @@ from collections import Counter
 import gpu_tune
 from scratch_cache import add_cache_option, use_cache_dir
 
-from compiler.backends import get_target
+from compiler.backends import Target, get_target
 from compiler.device import DEFAULT_GPU, DEVICES, DeviceSpec, device_preset
 from compiler.ops import operators, parse_spec
 from compiler.toolchain import detect_gpus
@@ -66,7 +66,7 @@ def gpu_device() -> DeviceSpec:
     return preset
 
 
-def verify(target: object, device: DeviceSpec, level: int, only: str | None) -> int:
+def verify(target: Target, device: DeviceSpec, level: int, only: str | None) -> int:
     """Every template's space at ``level`` checked on the GPU; 1 if any schedule failed."""
     rows: list[list[object]] = []
     failures: list[str] = []

@@ -44,6 +44,7 @@ from db.records import KernelResult
 from search.measure import BuildRequest, Built, build_candidate, compile_workers
 from search.records import program_result, tuned_result
 from search.strategies import Budget, Outcome, search
+from search.strategies.base import BatchObjective
 from search.trial import TrialStatus
 from search.tune import TuneResult, tune
 from search.verify import Oracle
@@ -173,7 +174,8 @@ def run(target: Target, device: DeviceSpec, script_start: float, selected: str |
     return rows
 
 
-def _dry_batches(target: Target, spec_data: dict[str, Any], pool: ProcessPoolExecutor, built: list[Built]):  # type: ignore[no-untyped-def]
+def _dry_batches(target: Target, spec_data: dict[str, Any], pool: ProcessPoolExecutor,
+                 built: list[Built]) -> BatchObjective:
     def evaluate(points: list[dict[str, Any]]) -> Iterator[Outcome]:
         for done in pool.map(build_candidate, [BuildRequest(target, spec_data, 2, v) for v in points]):
             built.append(done)

@@ -73,8 +73,12 @@ def run_product(n: int, k: int, inside: bool, rows: int) -> tuple[bool, str]:
     matmul = get_operator("matmul")
     spec = parse_spec({"op": "matmul", "m": n, "n": n, "k": k})
     space = matmul.space(spec, target.device(), 2)
-    schedule = (next(s for s in space.sample(200, 0) if s.pack_b_inside) if inside
-                else space.make(space.default_values()))
+    if inside:
+        schedule = next(s for s in space.sample(200, 0) if s.pack_b_inside)
+    else:
+        values = space.default_values()
+        assert values is not None, "the template has no default schedule for this shape"
+        schedule = space.make(values)
     artifact = target.compile(matmul.build(spec, schedule, "cpu"))
     if isinstance(artifact, CompileFailure):
         return False, f"{n}x{n}x{k}: did not build: {artifact.message}"

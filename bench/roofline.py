@@ -29,6 +29,7 @@ import os
 os.environ.setdefault("OMP_PROC_BIND", "true")
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -114,7 +115,7 @@ def tuned(rounds: int, trials: int) -> None:
         theirs: list[int] = []
         for _ in range(rounds):
             ours += target.time(loaded, buffers, PROTOCOL).samples_ns
-            theirs += measure(lambda spell=spell, inputs=inputs: spell(inputs), PROTOCOL).samples_ns
+            theirs += measure(functools.partial(spell, inputs), PROTOCOL).samples_ns
         mine, numpy_ns = statistics.median(ours), statistics.median(theirs)
         times = [f"{mine / 1e6:.4f}", "n/a", f"{numpy_ns / 1e6:.4f}", "n/a"]
         roof = "n/a (a roof was not measured)"

@@ -39,7 +39,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import optuna
 
@@ -146,8 +146,8 @@ def load(path: Path, name: str, spec: Any) -> tuple[Table, int]:
 def best_values(spec: Any, table: Table) -> dict[str, Any]:
     """The fastest point of a measured table, as parameter values: what the cache keeps of a tuning."""
     space = _space(spec)
-    key = min((k for k, (v, _) in table.items() if v is not None), key=lambda k: table[k][0])
-    return values_of(space, key)
+    measured = {k: v for k, (v, _) in table.items() if v is not None}
+    return values_of(space, min(measured, key=measured.__getitem__))
 
 
 def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float,
@@ -155,23 +155,24 @@ def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float,
     """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms, started from
     ``first`` (a warm start: evaluations like any other, charged as such)."""
     space = _space(spec)
-    spent = {"trials": 0, "seconds": 0.0, "best": float("inf"), "done": None}
+    trials, spent, best = 0, 0.0, float("inf")
+    done: tuple[int, float] | None = None
 
     def objective(values: dict[str, Any]) -> Outcome:
+        nonlocal trials, spent, best, done
         value, seconds = table[space.key(values)]
-        spent["trials"] += 1
-        spent["seconds"] += seconds
+        trials += 1
+        spent += seconds
         if value is not None:
-            spent["best"] = min(spent["best"], value)
-        if spent["best"] <= goal:
-            spent["done"] = (spent["trials"], spent["seconds"])
+            best = min(best, value)
+        if best <= goal:
+            done = (trials, spent)
             raise _Reached
         return Outcome.ok(value) if value is not None else Outcome.failed(TrialStatus.LAUNCH_ERROR)
 
     with contextlib.suppress(_Reached):  # the goal reached: the replay ends there
         search(space, objective, strategy, Budget(trials=len(table)), seed=seed, first=first or ())
-    done = spent["done"]
-    return done if done is not None else (len(table), spent["seconds"])  # type: ignore[return-value]
+    return done if done is not None else (len(table), spent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,16 +251,19 @@ def shape_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
                 return None
         elif _sizes(x) and _sizes(y) and len(x) == len(y):
             distance += sum(abs(math.log2(p / q)) for p, q in zip(x, y, strict=True))
-        elif _sizes([x]) and _sizes([y]):
+        elif _size(x) and _size(y):
             distance += abs(math.log2(x / y))
         elif x != y or type(x) is not type(y):
             return None
     return distance
 
 
-def _sizes(values: Any) -> bool:
-    return isinstance(values, list) and bool(values) and all(
-        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+def _sizes(values: Any) -> TypeGuard[list[int]]:
+    return isinstance(values, list) and bool(values) and all(_size(v) for v in values)
+
+
+def _size(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _warm_start(name: str, spec: Any, tables: dict[str, tuple[Any, Table, int]]) -> list[dict[str, Any]]:

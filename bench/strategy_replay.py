@@ -154,7 +154,9 @@ def run_ours(replay: Replay, strategy: str | Strategy, seed: int, trials: int,
 def best_values(replay: Replay) -> dict[str, Any]:
     """The fastest configuration of a replay, by parameter name: what a cache keeps of a finished tuning."""
     ran = {point: t for point, t in replay.times.items() if t is not None}
-    return dict(zip(replay.params, min(ran, key=ran.__getitem__), strict=True))
+    # Named before the zip: inside it, mypy infers min's result from zip's Iterable context and rejects the key.
+    best = min(ran, key=ran.__getitem__)
+    return dict(zip(replay.params, best, strict=True))
 
 
 def hybrid_variant(options: str) -> Hybrid:

@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"grid {source.grid}, block {source.block}")
     print(f"schedule: {BLOCK_M} x {BLOCK_N} tile of C per block, K in steps of {BLOCK_K} through two shared "
           f"buffers;\n  threads -> C tile: {MMA_MAPPING}\n  threads -> A tile: {LOAD_A!r}, B tile: {LOAD_B!r}")
-    rows = []
+    rows: list[list[object]] = []
     built = True
     for arch in DEFAULT_ARCHS:
         result = compile_source(source, arch)
