@@ -39,8 +39,6 @@ def checked_default(n: int, workers: int | None = None) -> tuple[Any, Any, dict[
 
     spec = parse_spec({"op": "matmul", "m": n, "n": n, "k": n})
     operator = get_operator("matmul")
-    # Not CpuTarget(...): get_target makes the same target, typed as a Target, which mypy does not take a
-    # frozen CpuTarget for (the protocol's name and template_target are settable).
     target = get_target("cpu") if workers is None else get_target(
         "cpu", config=replace(cpu.CpuConfig.default(), workers=workers))
     space = operator.space(spec, target.device(), 2)

@@ -85,8 +85,12 @@ class Target(Protocol):
     """What ``compiler.backends.get_target`` returns. ``template_target`` names the templates the target
     runs (``cuda`` for both GPU targets, ``cpu`` for the host)."""
 
-    name: str
-    template_target: str
+    # Read-only, so that a frozen dataclass is a Target.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def template_target(self) -> str: ...
 
     def unavailable_reason(self) -> str | None:
         """None when programs can run here, else one sentence saying why they cannot."""
