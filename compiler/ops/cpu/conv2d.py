@@ -51,6 +51,7 @@ blocks, and both pack choices. :func:`default_schedule` is one of its schedules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from math import ceil
 
@@ -327,20 +328,17 @@ def _build_patches_inside(spec: Conv2dSpec, schedule: ConvSchedule, tile: gemm.G
     conv = ConvGemm(spec)
     m, n, k = conv.mnk
     c_batch_stride, c_row_stride = conv.c_strides
-    if conv.image_is_b:
-        patches = nchw_patch_packer(spec, tile.nr, schedule.pack_mode)
-        compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
-                                              a_batched=False, b_packer=patches,
-                                              c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
+    gemm_kernel = functools.partial(gemm.compute_packing_kernel, "conv2d_gemm", batch=conv.batch, m=m, n=n, k=k,
+                                    tile=tile, c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
+    if conv.image_is_b:  # the weight is A, shared by every image
+        compute = gemm_kernel(a_batched=False, b_packer=nchw_patch_packer(spec, tile.nr, schedule.pack_mode))
         weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.mr, schedule.pack_panels)
         workspaces = (Workspace("wp", gemm.packed_a_shape(1, m, k, tile), "float32"),
                       Workspace("bw", gemm.packing_b_workspace_shape(conv.batch, m, n, tile), "float32",
                                 per_worker=True))
         bindings = ("wp", "x", "bw", "y")
     else:
-        compute = gemm.compute_packing_kernel("conv2d_gemm", batch=conv.batch, m=m, n=n, k=k, tile=tile,
-                                              b_batched=False, a_packer=nhwc_patch_packer(spec, tile.mr),
-                                              c_batch_stride=c_batch_stride, c_row_stride=c_row_stride)
+        compute = gemm_kernel(b_batched=False, a_packer=nhwc_patch_packer(spec, tile.mr))
         weights = pack_weight_kernel("conv2d_pack_weight", spec, tile.nr, schedule.pack_panels)
         workspaces = (Workspace("wp", gemm.packed_b_shape(1, k, n, tile), "float32"),
                       Workspace("aw", gemm.packing_a_workspace_shape(conv.batch, m, n, tile), "float32",
