@@ -150,6 +150,18 @@ def best_values(spec: Any, table: Table) -> dict[str, Any]:
     return values_of(space, min(measured, key=measured.__getitem__))
 
 
+def default_standing(spec: Any, table: Table) -> str:
+    """Where the template's default schedule, every strategy's first trial, stands in a measured table."""
+    space = _space(spec)
+    values = space.default_values()
+    value = table.get(space.key(values), (None, 0.0))[0] if values is not None else None
+    if value is None:
+        return "the template's default was not measured"
+    measured = sorted(v for v, _ in table.values() if v is not None)
+    rank = 1 + sum(v < value for v in measured)
+    return f"the template's default at {value / measured[0]:.2f}x the best, {rank} of {len(measured)} points"
+
+
 def replay(spec: Any, table: Table, strategy: str, seed: int, goal: float,
            first: list[dict[str, Any]] | None = None) -> tuple[int, float]:
     """Trials and measured seconds ``strategy`` spends until its best is within ``goal`` ms, started from
@@ -227,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.save is not None:
                 save(args.save, saved)
         tables[name] = (spec, table, count)
+        print(f"# {name}: {default_standing(spec, table)}", flush=True)
         if not args.warm:  # a warm start needs every table first; without it, each row as soon as it can be
             _print_rows(name, spec, table, count, args, [])
     if args.warm:

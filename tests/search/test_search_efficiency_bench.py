@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,11 @@ def test_only_selects_workloads_by_first_word_and_refuses_an_unknown_one(capsys:
     if saved is None:
         pytest.skip("every saved matmul table is of another host's space (its f32 lanes and caches)")
     assert bench.main(["--only", "matmul", "--load", str(saved), "--strategies", "random", "--seeds", "2"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul")]
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| matmul")]
     assert len(rows) == 1 and "| 1728 |" in rows[0]
+    assert re.search(r"^# matmul 128x128x128: the template's default at \d+\.\d\dx the best, \d+ of 1728 points$",
+                     out, re.MULTILINE)
 
 
 def test_a_warm_start_takes_the_nearest_shapes_a_cache_would() -> None:
